@@ -1,0 +1,233 @@
+"""Find and load catalog YAML (GPU profiles, models, search spaces, SLA presets) and HF configs."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tuner.errors import InputError
+from tuner.specs import SLA, GPUProfile, ModelSpec, SearchSpace
+
+__all__ = [
+    "data_dir",
+    "format_validation_error",
+    "list_names",
+    "load_gpu",
+    "load_hf_config",
+    "load_model",
+    "load_search_space",
+    "load_sla",
+    "load_yaml_model",
+    "all_gpus",
+    "all_models",
+    "all_search_spaces",
+    "all_slas",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+# Catalog kinds: folder under tuner/data and the pydantic model that validates each file.
+_KINDS: dict[str, type[BaseModel]] = {
+    "hardware_profiles": GPUProfile,
+    "models": ModelSpec,
+    "search_spaces": SearchSpace,
+    "slas": SLA,
+}
+_KIND_WORD = {
+    "hardware_profiles": "GPU profile",
+    "models": "model",
+    "search_spaces": "search space",
+    "slas": "SLA preset",
+}
+
+
+def data_dir(kind: str) -> Path:
+    """Folder of the packaged YAML files of one catalog kind."""
+    return Path(str(resources.files("tuner") / "data" / kind))
+
+
+def format_validation_error(err: ValidationError, where: str, model: type[BaseModel]) -> str:
+    """One line naming the file/flag, each bad field, the problem and what is allowed."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            allowed = ", ".join(model.model_fields)
+            msg = f"unknown field; allowed fields: {allowed}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif "input" in e and not isinstance(e["input"], dict):
+            msg = f"{msg} (got {e['input']!r})"
+        parts.append(f"field '{loc}': {msg}")
+    return f"{where}: " + "; ".join(parts)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read file ({exc.strerror})") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise InputError(f"{path}: malformed YAML{at}: {problem}") from exc
+
+
+def load_yaml_model(path: Path, model: type[M]) -> M:
+    """Load one YAML file and validate it as `model`, raising InputError in one line."""
+    data = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError(
+            f"{path}: expected a mapping of {model.__name__} fields, got {type(data).__name__}"
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, str(path), model)) from exc
+
+
+@lru_cache(maxsize=None)
+def _catalog(kind: str) -> dict[str, BaseModel]:
+    items: dict[str, BaseModel] = {}
+    for path in sorted(data_dir(kind).glob("*.yaml")):
+        obj = load_yaml_model(path, _KINDS[kind])
+        name = getattr(obj, "name", path.stem)
+        if name != path.stem:
+            raise InputError(f"{path}: field 'name' is {name!r} but the file is named {path.stem!r}")
+        items[name] = obj
+    return items
+
+
+def list_names(kind: str) -> list[str]:
+    """Sorted catalog names of one kind."""
+    return sorted(_catalog(kind))
+
+
+def _unknown(kind: str, name: str, choices: list[str]) -> InputError:
+    close = difflib.get_close_matches(name.lower(), choices, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return InputError(
+        f"unknown {_KIND_WORD[kind]} {name!r}.{hint} Allowed: {', '.join(choices)}"
+        " (or a path to a YAML file)"
+    )
+
+
+def _lookup(kind: str, name: str) -> BaseModel:
+    path = Path(name)
+    if path.suffix in {".yaml", ".yml"} or (path.exists() and path.is_file()):
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        return load_yaml_model(path, _KINDS[kind])
+    items = _catalog(kind)
+    if name in items:
+        return items[name]
+    raise _unknown(kind, name, sorted(items))
+
+
+def load_gpu(name: str) -> GPUProfile:
+    """A GPU profile by catalog name, NVML alias (case-insensitive) or YAML path."""
+    items = _catalog("hardware_profiles")
+    for gpu in items.values():
+        assert isinstance(gpu, GPUProfile)
+        if name.lower() in (a.lower() for a in gpu.aliases):
+            return gpu
+    obj = _lookup("hardware_profiles", name)
+    assert isinstance(obj, GPUProfile)
+    return obj
+
+
+def load_model(name: str) -> ModelSpec:
+    """A model by catalog name, YAML card, HF `config.json` file or model directory."""
+    path = Path(name)
+    if path.is_dir() or path.name == "config.json" or path.suffix == ".json":
+        return load_hf_config(path)
+    obj = _lookup("models", name)
+    assert isinstance(obj, ModelSpec)
+    return obj
+
+
+def load_search_space(name: str) -> SearchSpace:
+    """A search space by catalog name or YAML path."""
+    obj = _lookup("search_spaces", name)
+    assert isinstance(obj, SearchSpace)
+    return obj
+
+
+def load_sla(name: str) -> SLA:
+    """An SLA preset by name or YAML path."""
+    obj = _lookup("slas", name)
+    assert isinstance(obj, SLA)
+    return obj
+
+
+def all_gpus() -> list[GPUProfile]:
+    """Every packaged GPU profile."""
+    return [load_gpu(n) for n in list_names("hardware_profiles")]
+
+
+def all_models() -> list[ModelSpec]:
+    """Every packaged model card."""
+    return [load_model(n) for n in list_names("models")]
+
+
+def all_search_spaces() -> list[SearchSpace]:
+    """Every packaged search space."""
+    return [load_search_space(n) for n in list_names("search_spaces")]
+
+
+def all_slas() -> list[SLA]:
+    """Every packaged SLA preset."""
+    return [load_sla(n) for n in list_names("slas")]
+
+
+def load_hf_config(path: Path) -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face `config.json` (file or model directory)."""
+    file = path / "config.json" if path.is_dir() else path
+    if not file.exists():
+        raise InputError(f"{file}: no such file (expected a Hugging Face config.json)")
+    try:
+        cfg = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{file}: malformed JSON at line {exc.lineno}: {exc.msg}") from exc
+    if not isinstance(cfg, dict):
+        raise InputError(f"{file}: expected a JSON object")
+    # Multimodal configs nest the language model's numbers under text_config.
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = {**cfg, **cfg["text_config"]}
+    name = file.parent.name if file.parent.name else file.stem
+    heads = cfg.get("num_attention_heads")
+    n_experts = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+    data = {
+        "name": name,
+        "hf_id": cfg.get("_name_or_path") or None,
+        "family": cfg.get("model_type", "llama"),
+        "hidden_size": cfg.get("hidden_size"),
+        "num_layers": cfg.get("num_hidden_layers"),
+        "num_attention_heads": heads,
+        "num_kv_heads": cfg.get("num_key_value_heads") or heads,
+        "head_dim": cfg.get("head_dim"),
+        "intermediate_size": cfg.get("moe_intermediate_size") if n_experts and cfg.get(
+            "moe_intermediate_size") else cfg.get("intermediate_size"),
+        "vocab_size": cfg.get("vocab_size"),
+        "num_experts": n_experts,
+        "num_experts_per_tok": cfg.get("num_experts_per_tok", 0) if n_experts else 0,
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "attention_bias": bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
+        "sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
+        "max_context": cfg.get("max_position_embeddings"),
+    }
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, str(file), ModelSpec)) from exc

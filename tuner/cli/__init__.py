@@ -1,0 +1,13 @@
+"""Command-line interface: thin Typer commands over the library."""
+
+from __future__ import annotations
+
+from tuner.cli import catalog_cmds  # noqa: F401  (registers commands)
+from tuner.cli.app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

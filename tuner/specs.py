@@ -1,0 +1,439 @@
+"""The pydantic nouns of tuner: every input and output is one of these models."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Architecture",
+    "Context",
+    "EngineConfig",
+    "GPUProfile",
+    "IntRange",
+    "KVDtype",
+    "Metrics",
+    "ModelSpec",
+    "Percentiles",
+    "Quantization",
+    "SLA",
+    "SearchSpace",
+    "Workload",
+    "bytes_per_weight",
+]
+
+
+class _Strict(BaseModel):
+    """Base for every noun: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+# ----------------------------------------------------------------------------- enums
+
+
+class Architecture(str, Enum):
+    """GPU micro-architecture generation; decides which tensor-core dtypes exist."""
+
+    ampere = "ampere"
+    ada = "ada"
+    hopper = "hopper"
+    blackwell = "blackwell"
+
+
+class Quantization(str, Enum):
+    """Weight storage (and, for w8a8/fp8, activation math) of an engine variant."""
+
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"  # w8a8 fp8 (e4m3) on Ada/Hopper; weight-only fp8 elsewhere
+    int8 = "int8"  # w8a8 int8 (SmoothQuant-style)
+    int8_wo = "int8-wo"  # w8a16, weight-only per-channel
+    int4_awq = "int4-awq"  # w4a16, group 128
+    int4_gptq = "int4-gptq"  # w4a16, group 128
+
+
+class KVDtype(str, Enum):
+    """Storage dtype of the KV cache; `auto` follows the activation dtype (16-bit)."""
+
+    auto = "auto"
+    fp8 = "fp8"
+    int8 = "int8"
+
+
+# Bits of one stored weight element, before scales/zero-points (see perf.memory).
+_WEIGHT_BITS: dict[Quantization, int] = {
+    Quantization.bf16: 16,
+    Quantization.fp16: 16,
+    Quantization.fp8: 8,
+    Quantization.int8: 8,
+    Quantization.int8_wo: 8,
+    Quantization.int4_awq: 4,
+    Quantization.int4_gptq: 4,
+}
+
+
+def bytes_per_weight(quant: Quantization) -> float:
+    """Bytes of one stored weight element for a quantization, excluding scales."""
+    return _WEIGHT_BITS[quant] / 8.0
+
+
+# ----------------------------------------------------------------------------- hardware
+
+
+class GPUProfile(_Strict):
+    """One GPU model's datasheet numbers (dense tensor-core peaks, not sparse)."""
+
+    name: str = Field(description="Catalog name, e.g. h200-sxm")
+    display_name: str = Field(description="Vendor's product name")
+    aliases: list[str] = Field(default_factory=list, description="Names NVML reports")
+    architecture: Architecture
+    sm_count: int = Field(gt=0)
+    memory_gib: float = Field(gt=0, description="Device memory as marketed (GB ~ GiB for HBM)")
+    memory_bandwidth_gbps: float = Field(gt=0, description="Peak DRAM bandwidth, GB/s")
+    fp16_tflops: float = Field(gt=0, description="Dense FP16/BF16 tensor TFLOPS")
+    fp8_tflops: float = Field(ge=0, description="Dense FP8 tensor TFLOPS; 0 = unsupported")
+    int8_tops: float = Field(ge=0, description="Dense INT8 tensor TOPS")
+    int4_tops: float = Field(ge=0, description="Dense INT4 tensor TOPS; 0 = unsupported")
+    l2_mib: float = Field(gt=0)
+    nvlink_gbps: float = Field(ge=0, description="NVLink bandwidth per GPU (GB/s, total); 0 = none")
+    pcie_gbps: float = Field(gt=0, description="PCIe bandwidth per direction, GB/s")
+    tdp_w: float = Field(gt=0)
+    source: str = Field(min_length=8, description="Datasheet URL")
+
+    @property
+    def supports_fp8(self) -> bool:
+        """Whether FP8 tensor-core math exists on this GPU."""
+        return self.fp8_tflops > 0
+
+    @property
+    def memory_bytes(self) -> float:
+        """Device memory in bytes."""
+        return self.memory_gib * 1024**3
+
+    @property
+    def interconnect_gbps(self) -> float:
+        """Bandwidth available to tensor-parallel collectives: NVLink when present, else PCIe."""
+        return self.nvlink_gbps if self.nvlink_gbps > 0 else self.pcie_gbps
+
+
+# ----------------------------------------------------------------------------- model
+
+
+class ModelSpec(_Strict):
+    """Architecture numbers of a decoder-only transformer, as in its HF config.json."""
+
+    name: str
+    hf_id: str | None = Field(default=None, description="Hugging Face repository id")
+    family: str = Field(default="llama", description="model_type of the HF config")
+    hidden_size: int = Field(gt=0)
+    num_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int | None = Field(default=None, gt=0, description="Defaults to hidden/heads")
+    intermediate_size: int = Field(gt=0, description="Dense MLP width (per expert for MoE)")
+    vocab_size: int = Field(gt=0)
+    num_experts: int = Field(default=0, ge=0, description="0 = dense model")
+    num_experts_per_tok: int = Field(default=0, ge=0)
+    tie_word_embeddings: bool = False
+    attention_bias: bool = Field(default=False, description="q/k/v projections carry a bias")
+    sliding_window: int | None = Field(default=None, gt=0)
+    max_context: int = Field(gt=0, description="max_position_embeddings")
+    published_params_b: float | None = Field(
+        default=None, gt=0, description="Parameter count the publisher states, billions"
+    )
+
+    @model_validator(mode="after")
+    def _check_heads(self) -> ModelSpec:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_attention_heads={self.num_attention_heads} is not a multiple of "
+                f"num_kv_heads={self.num_kv_heads}"
+            )
+        if self.num_experts and not 0 < self.num_experts_per_tok <= self.num_experts:
+            raise ValueError(
+                f"num_experts_per_tok={self.num_experts_per_tok} must be in 1..num_experts="
+                f"{self.num_experts}"
+            )
+        if not self.num_experts and self.num_experts_per_tok:
+            raise ValueError("num_experts_per_tok is set but num_experts is 0 (dense model)")
+        return self
+
+    @property
+    def head_dim_(self) -> int:
+        """Per-head dimension (explicit or hidden_size / heads)."""
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether the MLP is a mixture of experts."""
+        return self.num_experts > 1
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """Parameters of q, k, v, o projections in one layer (plus q/k/v bias)."""
+        d, hd = self.hidden_size, self.head_dim_
+        q = self.num_attention_heads * hd
+        kv = self.num_kv_heads * hd
+        bias = (q + 2 * kv) if self.attention_bias else 0
+        return d * q + 2 * d * kv + q * d + bias
+
+    @property
+    def mlp_params_per_expert(self) -> int:
+        """Parameters of one gated (SwiGLU/GeGLU) MLP: gate, up, down."""
+        return 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        """All MLP parameters of one layer (every expert plus the router)."""
+        if self.is_moe:
+            return self.num_experts * self.mlp_params_per_expert + self.hidden_size * self.num_experts
+        return self.mlp_params_per_expert
+
+    @property
+    def active_mlp_params_per_layer(self) -> int:
+        """MLP parameters one token touches in one layer."""
+        if self.is_moe:
+            return (
+                self.num_experts_per_tok * self.mlp_params_per_expert
+                + self.hidden_size * self.num_experts
+            )
+        return self.mlp_params_per_expert
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding plus LM head (once if tied)."""
+        emb = self.vocab_size * self.hidden_size
+        return emb if self.tie_word_embeddings else 2 * emb
+
+    @property
+    def norm_params(self) -> int:
+        """RMSNorm weights: two per layer plus the final norm."""
+        return (2 * self.num_layers + 1) * self.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        """Total parameter count."""
+        per_layer = self.attention_params_per_layer + self.mlp_params_per_layer
+        return self.num_layers * per_layer + self.embedding_params + self.norm_params
+
+    @property
+    def num_active_params(self) -> int:
+        """Parameters touched per token (differs from num_params only for MoE)."""
+        per_layer = self.attention_params_per_layer + self.active_mlp_params_per_layer
+        return self.num_layers * per_layer + self.embedding_params + self.norm_params
+
+    def kv_elements_per_token(self) -> int:
+        """K and V elements stored per token over all layers: 2 x layers x KV heads x head_dim."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim_
+
+
+# ----------------------------------------------------------------------------- SLA
+
+
+class SLA(_Strict):
+    """Latency bounds at a percentile; no bounds means maximise throughput."""
+
+    name: str = "custom"
+    description: str = ""
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    percentile: Literal[50, 90, 95, 99] = 95
+
+    @property
+    def is_throughput_only(self) -> bool:
+        """True when no latency bound is set (the `batch` preset)."""
+        return self.ttft_ms is None and self.tpot_ms is None
+
+
+# ----------------------------------------------------------------------------- workload
+
+
+class Workload(_Strict):
+    """Requests to replay: lengths, arrivals, prefix sharing, speculative acceptance."""
+
+    input_tokens: int = Field(default=1024, ge=1, description="Mean prompt length")
+    output_tokens: int = Field(default=256, ge=1, description="Mean generated length")
+    length_spread: float = Field(
+        default=0.0, ge=0, le=0.9, description="Uniform +- fraction around the mean lengths"
+    )
+    rate_rps: float | None = Field(
+        default=None, gt=0, description="Poisson arrival rate; None = closed loop"
+    )
+    concurrency: int | None = Field(default=None, ge=1, description="Closed-loop users")
+    num_requests: int = Field(default=200, ge=1)
+    prefix_cache_hit: float = Field(
+        default=0.0, ge=0, le=1, description="Fraction of each prompt shared with earlier ones"
+    )
+    acceptance_rate: float = Field(
+        default=0.7, ge=0, le=1, description="Per-token speculative acceptance probability"
+    )
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_arrival_process(self) -> Workload:
+        if self.rate_rps is not None and self.concurrency is not None:
+            raise ValueError(
+                f"rate_rps={self.rate_rps} and concurrency={self.concurrency} are both set; "
+                "choose an open-loop rate or a closed-loop concurrency"
+            )
+        return self
+
+    @property
+    def is_closed_loop(self) -> bool:
+        """True when requests come from `users` closed-loop clients (no Poisson rate)."""
+        return self.rate_rps is None
+
+    @property
+    def users(self) -> int:
+        """Closed-loop client count (1 when neither rate nor concurrency is given)."""
+        return self.concurrency or 1
+
+
+# ----------------------------------------------------------------------------- search space
+
+
+class IntRange(_Strict):
+    """An integer knob sampled from [low, high] with a step or on a log scale."""
+
+    low: int = Field(ge=0)
+    high: int = Field(ge=0)
+    step: int = Field(default=1, ge=1)
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if self.low > self.high:
+            raise ValueError(f"low={self.low} is above high={self.high}")
+        if self.log and (self.step != 1 or self.low < 1):
+            raise ValueError(f"log scale needs step=1 and low>=1 (got step={self.step}, low={self.low})")
+        return self
+
+
+IntKnob = Annotated[list[int] | IntRange, Field(union_mode="left_to_right")]
+
+
+class SearchSpace(_Strict):
+    """Knobs a search may vary; each a list of choices or an int range."""
+
+    name: str = "custom"
+    description: str = ""
+    quantization: list[Quantization] = Field(min_length=1)
+    kv_dtype: list[KVDtype] = Field(min_length=1)
+    max_num_batched_tokens: IntKnob
+    max_num_seqs: IntKnob
+    tensor_parallel_size: list[int] = Field(default=[1], min_length=1)
+    num_speculative_tokens: IntKnob = Field(default=[0])
+    draft_model: list[str | None] = Field(default=[None], min_length=1)
+    enable_prefix_caching: list[bool] = Field(default=[True], min_length=1)
+
+    @model_validator(mode="after")
+    def _check_values(self) -> SearchSpace:
+        for tp in self.tensor_parallel_size:
+            if tp < 1 or tp & (tp - 1):
+                raise ValueError(f"tensor_parallel_size {tp} must be a power of two >= 1")
+        spec = self.num_speculative_tokens
+        hi = spec.high if isinstance(spec, IntRange) else max(spec)
+        lo = spec.low if isinstance(spec, IntRange) else min(spec)
+        if lo < 0 or hi > 8:
+            raise ValueError(f"num_speculative_tokens must lie in 0..8 (got {lo}..{hi})")
+        return self
+
+
+# ----------------------------------------------------------------------------- engine config
+
+
+class EngineConfig(_Strict):
+    """One engine variant: every knob the search may set, with vLLM-like defaults."""
+
+    quantization: Quantization = Quantization.bf16
+    kv_dtype: KVDtype = KVDtype.auto
+    max_num_batched_tokens: int = Field(default=8192, ge=16, description="Token budget per step")
+    max_num_seqs: int = Field(default=256, ge=1, description="Max concurrent sequences")
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    num_speculative_tokens: int = Field(default=0, ge=0, le=8)
+    draft_model: str | None = Field(default=None, description="Catalog name, path or 'ngram'")
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    block_size: int = Field(default=16, ge=1)
+
+    @model_validator(mode="after")
+    def _check_spec(self) -> EngineConfig:
+        if self.num_speculative_tokens and not self.draft_model:
+            raise ValueError(
+                f"num_speculative_tokens={self.num_speculative_tokens} needs a draft_model"
+            )
+        if self.tensor_parallel_size & (self.tensor_parallel_size - 1):
+            raise ValueError(f"tensor_parallel_size={self.tensor_parallel_size} is not a power of two")
+        return self
+
+    def key(self) -> tuple[object, ...]:
+        """Hashable identity used to evaluate duplicate variants once."""
+        return tuple(self.model_dump(mode="json").values())
+
+
+# ----------------------------------------------------------------------------- context
+
+
+class Context(_Strict):
+    """Everything a backend needs besides the variant itself."""
+
+    model: ModelSpec
+    gpu: GPUProfile
+    sla: SLA
+    workload: Workload
+    num_gpus: int = Field(default=8, ge=1, description="GPUs available for tensor parallelism")
+    draft: ModelSpec | None = Field(default=None, description="Resolved draft model, if any")
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+class Percentiles(_Strict):
+    """Summary of one latency metric in milliseconds."""
+
+    mean: float = 0.0
+    p50: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+
+    def at(self, percentile: int) -> float:
+        """Value at one of the percentiles 50/90/95/99."""
+        return float(getattr(self, f"p{percentile}"))
+
+
+class Metrics(_Strict):
+    """What a backend reports for one variant under one workload (vLLM bench serve terms)."""
+
+    feasible: bool = True
+    reason: str | None = None
+    backend: str = "sim"
+    ttft_ms: Percentiles = Field(default_factory=Percentiles)
+    tpot_ms: Percentiles = Field(default_factory=Percentiles)
+    itl_ms: Percentiles = Field(default_factory=Percentiles)
+    e2e_ms: Percentiles = Field(default_factory=Percentiles)
+    queue_ms: Percentiles = Field(default_factory=Percentiles)
+    output_tokens_per_s: float = 0.0
+    output_tokens_per_s_per_gpu: float = 0.0
+    total_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    goodput_rps: float = 0.0
+    num_requests: int = 0
+    failed_requests: int = 0
+    weights_gib: float = 0.0
+    kv_capacity_tokens: int = 0
+    max_concurrent_seqs: int = 0
+    preemptions: int = 0
+    kv_utilization: float = 0.0
+    extra: dict[str, float | int | str | bool | None] = Field(
+        default_factory=dict, description="Backend-specific counters (kernel path, acceptance...)"
+    )
+
+    @classmethod
+    def infeasible(cls, reason: str, backend: str, **fields: object) -> Metrics:
+        """A variant that could not run, with the reason."""
+        return cls(feasible=False, reason=reason, backend=backend, **fields)  # type: ignore[arg-type]
