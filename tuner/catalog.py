@@ -226,6 +226,8 @@ def load_hf_config(path: Path) -> ModelSpec:
         "attention_bias": bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
         "sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
         "max_context": cfg.get("max_position_embeddings"),
+        "rope_theta": cfg.get("rope_theta", 10000.0),
+        "rms_norm_eps": cfg.get("rms_norm_eps", 1e-5),
     }
     try:
         return ModelSpec.model_validate(data)

@@ -141,6 +141,8 @@ class ModelSpec(_Strict):
     attention_bias: bool = Field(default=False, description="q/k/v projections carry a bias")
     sliding_window: int | None = Field(default=None, gt=0)
     max_context: int = Field(gt=0, description="max_position_embeddings")
+    rope_theta: float = Field(default=10000.0, gt=0, description="RoPE base frequency")
+    rms_norm_eps: float = Field(default=1e-5, gt=0)
     published_params_b: float | None = Field(
         default=None, gt=0, description="Parameter count the publisher states, billions"
     )
