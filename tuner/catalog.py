@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,14 +97,16 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
         raise InputError(format_validation_error(exc, str(path), model)) from exc
 
 
-@lru_cache(maxsize=None)
+@cache
 def _catalog(kind: str) -> dict[str, BaseModel]:
     items: dict[str, BaseModel] = {}
     for path in sorted(data_dir(kind).glob("*.yaml")):
         obj = load_yaml_model(path, _KINDS[kind])
         name = getattr(obj, "name", path.stem)
         if name != path.stem:
-            raise InputError(f"{path}: field 'name' is {name!r} but the file is named {path.stem!r}")
+            raise InputError(
+                f"{path}: field 'name' is {name!r} but the file is named {path.stem!r}"
+            )
         items[name] = obj
     return items
 
@@ -217,14 +219,16 @@ def load_hf_config(path: Path) -> ModelSpec:
         "num_attention_heads": heads,
         "num_kv_heads": cfg.get("num_key_value_heads") or heads,
         "head_dim": cfg.get("head_dim"),
-        "intermediate_size": cfg.get("moe_intermediate_size") if n_experts and cfg.get(
-            "moe_intermediate_size") else cfg.get("intermediate_size"),
+        "intermediate_size": (cfg.get("moe_intermediate_size") if n_experts else None)
+        or cfg.get("intermediate_size"),
         "vocab_size": cfg.get("vocab_size"),
         "num_experts": n_experts,
         "num_experts_per_tok": cfg.get("num_experts_per_tok", 0) if n_experts else 0,
         "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
         "attention_bias": bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
-        "sliding_window": cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None,
+        "sliding_window": (
+            cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+        ),
         "max_context": cfg.get("max_position_embeddings"),
         "rope_theta": cfg.get("rope_theta", 10000.0),
         "rms_norm_eps": cfg.get("rms_norm_eps", 1e-5),

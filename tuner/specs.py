@@ -191,7 +191,8 @@ class ModelSpec(_Strict):
     def mlp_params_per_layer(self) -> int:
         """All MLP parameters of one layer (every expert plus the router)."""
         if self.is_moe:
-            return self.num_experts * self.mlp_params_per_expert + self.hidden_size * self.num_experts
+            router = self.hidden_size * self.num_experts
+            return self.num_experts * self.mlp_params_per_expert + router
         return self.mlp_params_per_expert
 
     @property
@@ -310,7 +311,9 @@ class IntRange(_Strict):
         if self.low > self.high:
             raise ValueError(f"low={self.low} is above high={self.high}")
         if self.log and (self.step != 1 or self.low < 1):
-            raise ValueError(f"log scale needs step=1 and low>=1 (got step={self.step}, low={self.low})")
+            raise ValueError(
+                f"log scale needs step=1 and low>=1 (got step={self.step}, low={self.low})"
+            )
         return self
 
 
@@ -369,7 +372,9 @@ class EngineConfig(_Strict):
                 f"num_speculative_tokens={self.num_speculative_tokens} needs a draft_model"
             )
         if self.tensor_parallel_size & (self.tensor_parallel_size - 1):
-            raise ValueError(f"tensor_parallel_size={self.tensor_parallel_size} is not a power of two")
+            raise ValueError(
+                f"tensor_parallel_size={self.tensor_parallel_size} is not a power of two"
+            )
         return self
 
     def key(self) -> tuple[object, ...]:

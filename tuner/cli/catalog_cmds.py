@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+import yaml
+from pydantic import BaseModel
 from rich.table import Table
 
 from tuner import catalog
 from tuner.cli.app import app, console, guarded
 from tuner.detect import detect_gpus
-from tuner.specs import IntRange
+from tuner.errors import InputError
+from tuner.specs import IntRange, ModelSpec
 
 
 def _fmt(v: float) -> str:
@@ -99,3 +106,43 @@ def detect() -> None:
     for g in found:
         t.add_row(str(g.index), g.name, f"{g.memory_gib:g}", g.profile or "(no match: use --gpu)")
     console.print(t)
+
+
+_KIND_LOADERS = {
+    "gpu": catalog.load_gpu,
+    "model": catalog.load_model,
+    "space": catalog.load_search_space,
+    "sla": catalog.load_sla,
+}
+
+
+def _loader(kind: str) -> Callable[[str], BaseModel]:
+    if kind not in _KIND_LOADERS:
+        raise InputError(f"--kind {kind!r} is not one of: {', '.join(_KIND_LOADERS)}")
+    return _KIND_LOADERS[kind]
+
+
+@app.command()
+@guarded
+def show(
+    kind: str = typer.Argument(..., help="gpu, model, space or sla"),
+    name: str = typer.Argument(..., help="Catalog name, NVML alias, YAML path or HF config.json"),
+) -> None:
+    """Print one catalog entry as YAML (with derived numbers for models)."""
+    obj = _loader(kind)(name)
+    data = obj.model_dump(mode="json")
+    if isinstance(obj, ModelSpec):
+        data["computed_params_b"] = round(obj.num_params / 1e9, 3)
+        data["computed_active_params_b"] = round(obj.num_active_params / 1e9, 3)
+    console.print(yaml.safe_dump(data, sort_keys=False).rstrip(), highlight=False)
+
+
+@app.command()
+@guarded
+def validate(
+    path: Path = typer.Argument(..., help="YAML file (or HF config.json for --kind model)"),
+    kind: str = typer.Option(..., "--kind", "-k", help="gpu, model, space or sla"),
+) -> None:
+    """Check a user-written YAML file against its schema; one line per problem, exit 2 if bad."""
+    obj = _loader(kind)(str(path))
+    console.print(f"{path}: valid {kind} {getattr(obj, 'name', '')!r}")
