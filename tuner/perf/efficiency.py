@@ -1,0 +1,75 @@
+"""Achievable fractions of datasheet peaks and fixed overheads: every tunable constant, one place.
+
+The roofline model multiplies datasheet peaks (GPUProfile) by these fractions. They are shared
+by every GPU, model and workload (no per-row special cases) and were tuned against
+`../shared/validation/public.csv` with `benchmarks/accuracy.py`; calibration can pass a
+different `Efficiency` to every function that takes one.
+
+Plausibility bounds (checked in `__post_init__`): bandwidth fractions <= 0.95, FLOPS fractions
+<= 0.85. Typical published figures: decode GEMV kernels reach 65-85% of HBM peak (gpt-fast
+README reports 1397 GB/s of 2039 GB/s on A100 for Llama-2-7B bf16); large cuBLAS GEMMs reach
+60-80% of dense tensor peak; weight-only int4/int8 kernels read their weights at 60-80% of the
+16-bit kernels' rate (gpt-fast README: 863 GB/s int4, 1069 GB/s int8 vs 1397 GB/s bf16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["DEFAULT_EFFICIENCY", "Efficiency"]
+
+MAX_BANDWIDTH_FRACTION = 0.95
+MAX_FLOPS_FRACTION = 0.85
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Shared efficiency constants of the roofline model (fractions of peak, seconds, bytes)."""
+
+    # Fraction of peak DRAM bandwidth that weight-streaming GEMMs achieve (16-bit and fp8/int8).
+    weight_bandwidth_fraction: float = 0.72
+    # Fraction of peak DRAM bandwidth paged-attention decode kernels achieve reading the KV cache.
+    kv_bandwidth_fraction: float = 0.72
+    # Fraction of dense tensor-core peak that large GEMMs achieve.
+    gemm_flops_fraction: float = 0.60
+    # Fraction of dense tensor-core peak that FlashAttention-style prefill kernels achieve.
+    attention_flops_fraction: float = 0.50
+    # Weight-only quantized kernels (int4/int8 w/ 16-bit activations, fp8 on Ampere) read their
+    # packed weights at this fraction of the 16-bit kernels' bandwidth (unpacking costs issue slots).
+    weight_only_bandwidth_factor: float = 0.80
+    # Extra compute time of weight-only kernels at large batch (dequantize before the MMA), as a
+    # fraction of the 16-bit GEMM time.
+    weight_only_dequant_overhead: float = 0.25
+    # Fixed host-side cost of one engine step: scheduling, sampling, launch (CUDA graphs), seconds.
+    step_overhead_s: float = 0.0006
+    # Per-layer fixed cost of a step (norms, rotary, small kernels that never reach the roofline).
+    layer_overhead_s: float = 0.000010
+    # Latency of one tensor-parallel all-reduce (NCCL/custom all-reduce small-message floor).
+    allreduce_latency_s: float = 0.000010
+    # Fraction of the interconnect bandwidth a ring all-reduce achieves.
+    interconnect_fraction: float = 0.70
+    # CUDA context, cuBLAS/NCCL workspaces and CUDA graphs held outside the KV pool, bytes.
+    runtime_overhead_bytes: float = 1.5 * 1024**3
+    # Per-step cost of an n-gram (prompt-lookup) proposer, seconds (CPU-side search).
+    ngram_proposal_s: float = 0.0002
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value < 0:
+                raise ValueError(f"efficiency constant {f.name}={value} must be >= 0")
+        for name in ("weight_bandwidth_fraction", "kv_bandwidth_fraction", "interconnect_fraction"):
+            value = getattr(self, name)
+            if not 0 < value <= MAX_BANDWIDTH_FRACTION:
+                raise ValueError(f"{name}={value} must lie in (0, {MAX_BANDWIDTH_FRACTION}]")
+        for name in ("gemm_flops_fraction", "attention_flops_fraction"):
+            value = getattr(self, name)
+            if not 0 < value <= MAX_FLOPS_FRACTION:
+                raise ValueError(f"{name}={value} must lie in (0, {MAX_FLOPS_FRACTION}]")
+        if not 0 < self.weight_only_bandwidth_factor <= 1:
+            raise ValueError(
+                f"weight_only_bandwidth_factor={self.weight_only_bandwidth_factor} must lie in (0, 1]"
+            )
+
+
+DEFAULT_EFFICIENCY = Efficiency()

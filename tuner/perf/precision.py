@@ -1,0 +1,72 @@
+"""What a weight quantization and KV dtype cost on a given GPU: bytes, math rate, dequant.
+
+Hardware-aware: FP8 w8a8 runs on FP8 tensor cores only where they exist (Ada, Hopper,
+Blackwell: `GPUProfile.supports_fp8`); elsewhere FP8 is weight-only (Marlin-style dequantize to
+16-bit, then 16-bit MMA). INT8 w8a8 uses INT8 tensor cores. INT4/INT8 weight-only shrink the
+bytes read but compute at the 16-bit rate after dequantization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.specs import GPUProfile, KVDtype, Quantization, bytes_per_weight
+
+__all__ = [
+    "ACTIVATION_BYTES",
+    "GROUP_SIZE",
+    "Precision",
+    "kv_bytes_per_element",
+    "precision_for",
+]
+
+# Activations, embeddings, norms, LM head and 16-bit KV are stored in bf16/fp16.
+ACTIVATION_BYTES = 2.0
+# AWQ/GPTQ default group size (AutoAWQ, AutoGPTQ `group_size=128`).
+GROUP_SIZE = 128
+# Per group: one fp16 scale (2 bytes) plus one packed 4-bit zero point (0.5 byte).
+GROUP_METADATA_BYTES = 2.5
+# Per-channel schemes (fp8, int8): one fp16/fp32 scale per output channel; we charge 4 bytes per
+# row of `hidden_size` weights (rows are at least that long).
+CHANNEL_SCALE_BYTES = 4.0
+
+_GROUP_QUANT = {Quantization.int4_awq, Quantization.int4_gptq}
+_WEIGHT_ONLY = {Quantization.int4_awq, Quantization.int4_gptq, Quantization.int8_wo}
+_KV_BYTES = {KVDtype.auto: ACTIVATION_BYTES, KVDtype.fp8: 1.0, KVDtype.int8: 1.0}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Cost terms of one quantization on one GPU."""
+
+    bytes_per_param: float  # stored bytes per linear-layer weight, scales/zeros included
+    gemm_tflops: float  # dense tensor-core peak the GEMMs run at
+    weight_only: bool  # dequantize to 16-bit before the MMA
+    label: str  # kernel path, for Metrics.extra
+
+
+def precision_for(quant: Quantization, gpu: GPUProfile, row_len: int) -> Precision:
+    """Bytes per weight and math rate of `quant` on `gpu` (`row_len`: input width of a row)."""
+    base = bytes_per_weight(quant)
+    if quant in _GROUP_QUANT:
+        stored = base + GROUP_METADATA_BYTES / GROUP_SIZE
+    elif base < ACTIVATION_BYTES:
+        stored = base + CHANNEL_SCALE_BYTES / row_len
+    else:
+        stored = base
+    if quant == Quantization.fp8:
+        if gpu.supports_fp8:
+            return Precision(stored, gpu.fp8_tflops, False, "fp8-w8a8")
+        return Precision(stored, gpu.fp16_tflops, True, "fp8-weight-only")
+    if quant == Quantization.int8:
+        if gpu.int8_tops > 0:
+            return Precision(stored, gpu.int8_tops, False, "int8-w8a8")
+        return Precision(stored, gpu.fp16_tflops, True, "int8-weight-only")
+    if quant in _WEIGHT_ONLY:
+        return Precision(stored, gpu.fp16_tflops, True, f"{quant.value}-weight-only")
+    return Precision(stored, gpu.fp16_tflops, False, quant.value)
+
+
+def kv_bytes_per_element(kv_dtype: KVDtype) -> float:
+    """Bytes of one stored K or V element."""
+    return _KV_BYTES[kv_dtype]
