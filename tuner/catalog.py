@@ -40,6 +40,10 @@ _KINDS: dict[str, type[BaseModel]] = {
     "search_spaces": SearchSpace,
     "slas": SLA,
 }
+# HF config classes whose tie_word_embeddings default is True, so config.json often omits the key
+# (transformers GemmaConfig, Gemma2Config, Gemma3TextConfig); every other family defaults False.
+_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
+
 _KIND_WORD = {
     "hardware_profiles": "GPU profile",
     "models": "model",
@@ -224,7 +228,9 @@ def load_hf_config(path: Path) -> ModelSpec:
         "vocab_size": cfg.get("vocab_size"),
         "num_experts": n_experts,
         "num_experts_per_tok": cfg.get("num_experts_per_tok", 0) if n_experts else 0,
-        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "tie_word_embeddings": bool(
+            cfg.get("tie_word_embeddings", cfg.get("model_type") in _TIED_BY_DEFAULT)
+        ),
         "attention_bias": bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
         "sliding_window": (
             cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
