@@ -35,7 +35,8 @@ class Efficiency:
     # Fraction of dense tensor-core peak that FlashAttention-style prefill kernels achieve.
     attention_flops_fraction: float = 0.50
     # Weight-only quantized kernels (int4/int8 w/ 16-bit activations, fp8 on Ampere) read their
-    # packed weights at this fraction of the 16-bit kernels' bandwidth (unpacking costs issue slots).
+    # packed weights at this fraction of the 16-bit kernels' bandwidth (unpacking costs issue
+    # slots).
     weight_only_bandwidth_factor: float = 0.80
     # Extra compute time of weight-only kernels at large batch (dequantize before the MMA), as a
     # fraction of the 16-bit GEMM time.
@@ -68,7 +69,8 @@ class Efficiency:
                 raise ValueError(f"{name}={value} must lie in (0, {MAX_FLOPS_FRACTION}]")
         if not 0 < self.weight_only_bandwidth_factor <= 1:
             raise ValueError(
-                f"weight_only_bandwidth_factor={self.weight_only_bandwidth_factor} must lie in (0, 1]"
+                "weight_only_bandwidth_factor="
+                f"{self.weight_only_bandwidth_factor} must lie in (0, 1]"
             )
 
 

@@ -110,7 +110,7 @@ def plan_memory(
     draft: ModelSpec | None = None,
     eff: Efficiency = DEFAULT_EFFICIENCY,
 ) -> MemoryPlan:
-    """Plan one shard's memory; infeasible (with the numbers) when weights or a sequence don't fit."""
+    """Plan one shard's memory; infeasible (numbers given) if weights or a sequence don't fit."""
     tp = config.tensor_parallel_size
     budget = gpu.memory_bytes * config.gpu_memory_utilization
     weights = weight_bytes_per_gpu(model, config.quantization, gpu, tp)

@@ -1,0 +1,57 @@
+"""The `sim` backend: predicts Metrics with the analytical model and the scheduler simulation."""
+
+from __future__ import annotations
+
+from tuner.errors import TunerError
+from tuner.perf.capacity import max_rate_meeting_sla
+from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.predict import NGRAM, predict_metrics
+from tuner.specs import Context, EngineConfig, Metrics
+
+__all__ = ["SimBackend"]
+
+
+class SimBackend:
+    """Predicts instead of measuring; fast enough for thousands of variants per search."""
+
+    name = "sim"
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        efficiency: Efficiency | None = None,
+        capacity: bool = False,
+        **_ignored: object,
+    ) -> None:
+        """`seed` overrides the workload's; `capacity` adds `capacity_rps_per_gpu` to extra."""
+        self.seed = seed
+        self.efficiency = efficiency or DEFAULT_EFFICIENCY
+        self.capacity = capacity
+
+    def _resolve(self, config: EngineConfig, ctx: Context) -> Context:
+        """Fill `ctx.draft` from the catalog when the config names a draft model it lacks."""
+        updates: dict[str, object] = {}
+        if self.seed is not None and ctx.workload.seed != self.seed:
+            updates["workload"] = ctx.workload.model_copy(update={"seed": self.seed})
+        needs_draft = config.num_speculative_tokens and config.draft_model not in (None, NGRAM)
+        if needs_draft and (ctx.draft is None or ctx.draft.name != config.draft_model):
+            from tuner.catalog import load_model
+
+            updates["draft"] = load_model(str(config.draft_model))
+        return ctx.model_copy(update=updates) if updates else ctx
+
+    def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
+        """Predict `config` under `ctx.workload`; never raises (infeasible Metrics instead)."""
+        try:
+            ctx = self._resolve(config, ctx)
+            metrics = predict_metrics(config, ctx, self.efficiency)
+            if self.capacity and metrics.feasible:
+                metrics.extra["capacity_rps_per_gpu"] = max_rate_meeting_sla(
+                    config, ctx, eff=self.efficiency
+                )
+            return metrics
+        except TunerError as exc:
+            return Metrics.infeasible(str(exc), self.name)
+        except (ValueError, ArithmeticError, LookupError) as exc:
+            return Metrics.infeasible(f"simulator could not model this variant: {exc}", self.name)
