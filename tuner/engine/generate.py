@@ -1,0 +1,267 @@
+"""The engine loop: scheduler -> one batched forward (decodes + prefill chunks) -> sampling,
+optionally with a draft model proposing k tokens that the target verifies in the same pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tuner.engine.kv_cache import BlockAllocator, PagedKVCache
+from tuner.engine.model import Transformer, make_batch
+from tuner.engine.scheduler import Scheduler, Sequence
+from tuner.engine.speculative import greedy_accept, rejection_accept
+
+__all__ = ["Engine", "EngineLimits", "make_cache", "prefill_logits", "run_to_completion"]
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """Scheduler and cache sizes of one engine instance."""
+
+    max_num_seqs: int = 8
+    max_num_batched_tokens: int = 512
+    num_blocks: int = 256
+    block_size: int = 16
+    kv_dtype: str = "auto"
+    enable_chunked_prefill: bool = True
+
+
+def make_cache(
+    model: Transformer, num_blocks: int, block_size: int, kv_dtype: str, use_triton: bool = False
+) -> PagedKVCache:
+    """A paged KV cache shaped for `model`, on its device and in its dtype."""
+    w = model.model.embed_tokens.weight
+    spec = model.spec
+    return PagedKVCache(
+        num_layers=spec.num_layers,
+        num_blocks=num_blocks,
+        block_size=block_size,
+        num_kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim_,
+        kv_dtype=kv_dtype,
+        act_dtype=w.dtype,
+        device=w.device,
+        use_triton=use_triton,
+    )
+
+
+class Engine:
+    """Continuous batching over a paged cache, with optional speculative decoding."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        limits: EngineLimits,
+        *,
+        draft: Transformer | None = None,
+        num_speculative_tokens: int = 0,
+        temperature: float = 0.0,
+        seed: int = 0,
+        use_triton: bool = False,
+    ) -> None:
+        self.model, self.limits, self.temperature = model, limits, temperature
+        self.device = model.model.embed_tokens.weight.device
+        self.cache = make_cache(
+            model, limits.num_blocks, limits.block_size, limits.kv_dtype, use_triton
+        )
+        self.k = num_speculative_tokens if draft is not None else 0
+        self.draft = draft
+        self.draft_cache = (
+            make_cache(draft, limits.num_blocks, limits.block_size, limits.kv_dtype, use_triton)
+            if draft is not None
+            else None
+        )
+        self.scheduler = Scheduler(
+            max_num_seqs=limits.max_num_seqs,
+            max_num_batched_tokens=limits.max_num_batched_tokens,
+            allocator=BlockAllocator(limits.num_blocks),
+            block_size=limits.block_size,
+            enable_chunked_prefill=limits.enable_chunked_prefill,
+            decode_tokens=1 + self.k,
+        )
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self._next_id = 0
+        self.proposed_tokens = 0
+        self.accepted_tokens = 0
+        self.steps = 0
+
+    def add_request(self, prompt: list[int], max_new_tokens: int) -> Sequence:
+        """Queue a prompt; tokens appear in the returned Sequence as steps run."""
+        seq = Sequence(self._next_id, list(prompt), len(prompt), max_new_tokens)
+        self._next_id += 1
+        self.scheduler.add(seq)
+        return seq
+
+    @property
+    def has_work(self) -> bool:
+        """True while any request is waiting or running."""
+        return bool(self.scheduler.waiting or self.scheduler.running)
+
+    def _probs(self, logits: Tensor) -> Tensor:
+        return F.softmax(logits / self.temperature, -1)
+
+    def _sample(self, logits: Tensor) -> list[int]:
+        """logits [R, V] -> one token per row (greedy at temperature 0)."""
+        if self.temperature == 0:
+            return logits.argmax(-1).tolist()
+        return torch.multinomial(self._probs(logits), 1, generator=self.generator)[:, 0].tolist()
+
+    def _forward(
+        self,
+        model: Transformer,
+        cache: PagedKVCache,
+        runs: list[tuple[Sequence, int, list[int]]],
+        want: list[list[int]],
+    ) -> list[Tensor]:
+        """Run (seq, start position, tokens) runs; return logits [len(want[i]), V] per run."""
+        batch = make_batch(
+            [(s.blocks, start, len(toks)) for s, start, toks in runs],
+            self.limits.block_size,
+            self.device,
+        )
+        flat = [t for _, _, toks in runs for t in toks]
+        offsets, rows = 0, []
+        for (_, _, toks), w in zip(runs, want, strict=True):
+            rows += [offsets + i for i in w]
+            offsets += len(toks)
+        logits = model(
+            torch.tensor(flat, device=self.device),
+            batch,
+            cache,
+            torch.tensor(rows, device=self.device, dtype=torch.long),
+        )
+        out, at = [], 0
+        for w in want:
+            out.append(logits[at : at + len(w)])
+            at += len(w)
+        return out
+
+    def _propose(self, plan: list[tuple[Sequence, int]]) -> dict[int, tuple[list[int], Tensor]]:
+        """Draft k tokens per decoding sequence (and feed prefill chunks to the draft cache)."""
+        assert self.draft is not None and self.draft_cache is not None
+        proposals: dict[int, tuple[list[int], list[Tensor]]] = {}
+        runs, want, decoding = [], [], []
+        for seq, n in plan:
+            if seq.in_prefill:  # keep the draft cache in step with the target's prefill
+                runs.append(
+                    (seq, seq.draft_computed, seq.tokens[seq.draft_computed : seq.num_computed + n])
+                )
+                want.append([])
+            else:
+                toks = seq.tokens[seq.draft_computed :]  # catch up: 1 token, 2 after full accept
+                runs.append((seq, seq.draft_computed, toks))
+                want.append([len(toks) - 1])
+                decoding.append(seq)
+                proposals[seq.seq_id] = ([], [])
+        for j in range(self.k):
+            if not runs or not decoding:
+                break
+            if j > 0:
+                runs = [(s, s.draft_computed, [proposals[s.seq_id][0][-1]]) for s in decoding]
+                want = [[0] for _ in decoding]
+            logits = self._forward(self.draft, self.draft_cache, runs, want)
+            for (seq, _, toks), lg in zip(runs, logits, strict=True):
+                seq.draft_computed += len(toks)
+                if seq.seq_id in proposals and lg.shape[0]:
+                    tok = self._sample(lg)[0]
+                    proposals[seq.seq_id][0].append(tok)
+                    proposals[seq.seq_id][1].append(lg[0])
+        return {
+            sid: (toks, torch.stack(lgs) if lgs else torch.empty(0))
+            for sid, (toks, lgs) in proposals.items()
+        }
+
+    def step(self) -> list[tuple[Sequence, int]]:
+        """Run one scheduler step; return (sequence, new tokens) for sequences that advanced."""
+        plan = self.scheduler.schedule()
+        if not plan:
+            return []
+        self.steps += 1
+        proposals = self._propose(plan) if self.k else {}
+        runs, want = [], []
+        for seq, n in plan:
+            if seq.seq_id in proposals:  # verify last token + k draft tokens in one pass
+                toks = [seq.tokens[-1], *proposals[seq.seq_id][0]]
+                runs.append((seq, seq.num_computed, toks))
+                want.append(list(range(len(toks))))
+            else:
+                toks = seq.tokens[seq.num_computed : seq.num_computed + n]
+                ends = seq.num_computed + n == len(seq.tokens)
+                runs.append((seq, seq.num_computed, toks))
+                want.append([n - 1] if ends else [])
+        logits = self._forward(self.model, self.cache, runs, want)
+        advanced = []
+        for (seq, _, toks), lg in zip(runs, logits, strict=True):
+            if seq.seq_id in proposals:
+                new = self._accept(lg, proposals[seq.seq_id])
+                seq.num_computed += len(new)  # last token + accepted drafts are now cached
+                seq.draft_computed = min(seq.draft_computed, seq.num_computed)
+            elif lg.shape[0]:
+                seq.num_computed += len(toks)
+                new = self._sample(lg)
+            else:
+                seq.num_computed += len(toks)
+                new = []
+            new = new[: seq.max_new_tokens - seq.num_generated]
+            if new:
+                seq.tokens += new
+                advanced.append((seq, len(new)))
+            if seq.finished:
+                self.scheduler.finish(seq)
+        return advanced
+
+    def _accept(self, target_logits: Tensor, proposal: tuple[list[int], Tensor]) -> list[int]:
+        draft_tokens, draft_logits = proposal
+        self.proposed_tokens += len(draft_tokens)
+        if self.temperature == 0:
+            out = greedy_accept(target_logits, draft_tokens)
+        else:
+            out = rejection_accept(
+                self._probs(target_logits),
+                self._probs(draft_logits),
+                draft_tokens,
+                self.generator,
+            )
+        self.accepted_tokens += len(out) - 1
+        return out
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / proposed draft tokens so far (0 without speculation)."""
+        return self.accepted_tokens / self.proposed_tokens if self.proposed_tokens else 0.0
+
+
+def run_to_completion(
+    engine: Engine, prompts: list[list[int]], max_new_tokens: int
+) -> list[list[int]]:
+    """Generate for every prompt; return the generated tokens of each."""
+    seqs = [engine.add_request(p, max_new_tokens) for p in prompts]
+    while engine.has_work:
+        engine.step()
+    return [s.tokens[s.prompt_len :] for s in seqs]
+
+
+def prefill_logits(
+    model: Transformer,
+    tokens: list[int],
+    *,
+    chunk_size: int | None = None,
+    kv_dtype: str = "auto",
+    block_size: int = 16,
+) -> Tensor:
+    """Logits [T, V] at every prompt position, computed one chunk of chunk_size at a time."""
+    n = len(tokens)
+    chunk = chunk_size or n
+    cache = make_cache(model, -(-n // block_size), block_size, kv_dtype)
+    table = list(range(-(-n // block_size)))
+    device = model.model.embed_tokens.weight.device
+    out = []
+    for start in range(0, n, chunk):
+        part = tokens[start : start + chunk]
+        batch = make_batch([(table, start, len(part))], block_size, device)
+        out.append(model(torch.tensor(part, device=device), batch, cache))
+    return torch.cat(out)

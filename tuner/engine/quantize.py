@@ -1,0 +1,228 @@
+"""Weight quantization variants: replace every nn.Linear (except MoE routers) in place.
+
+| EngineConfig.quantization | storage                          | CPU kernel                          |
+|---------------------------|----------------------------------|-------------------------------------|
+| bf16 / fp16               | 16-bit                           | F.linear                            |
+| int8-wo                   | int8 per-channel, w8a16          | aten._weight_int8pack_mm            |
+| int4-awq / int4-gptq      | uint4 group 128 scale+zero, w4a16| aten._weight_int4pack_mm_for_cpu    |
+| fp8                       | e4m3 per-channel scale           | dequantize then F.linear (*)        |
+| int8                      | int8 per-channel, w8a8 dynamic   | aten._int_mm (per-token act scales) |
+
+(*) torch._scaled_mm runs on CPU but measured ~400x slower than dequantize+matmul here, so on
+CPU fp8 is weight-only; on CUDA with fp8 tensor cores (sm >= 89) fp8 runs w8a8 via _scaled_mm.
+On CUDA int8-wo uses the Triton dequantizing GEMV/GEMM (kernels/int8_matmul.py).
+int4-awq and int4-gptq differ in how the scales are *searched*; both run the same round-to-nearest
+group-128 format here (no calibration data), which is what the kernels consume.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "INT4_GROUP_SIZE",
+    "QuantizedLinear",
+    "kl_divergence",
+    "quantization_error",
+    "quantize_model",
+]
+
+INT4_GROUP_SIZE = 128  # AWQ/GPTQ default group size
+_INT4_FALLBACK_GROUPS = (64, 32)  # for in_features not divisible by 128 (e.g. SmolLM2's 576)
+_INT4_INNER_K_TILES = 2  # packing parameter of the aten int4 CPU kernel (2, 4 or 8)
+_FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+class QuantizedLinear(nn.Module):
+    """Base: holds the original shape; `path` names the kernel forward() runs."""
+
+    path = "dense"
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.data.clone())
+
+    def _finish(self, y: Tensor) -> Tensor:
+        return y if self.bias is None else y + self.bias
+
+
+class Int8WeightOnlyLinear(QuantizedLinear):
+    """w8a16: int8 weight [N, K] with one scale per output channel."""
+
+    def __init__(self, linear: nn.Linear, use_triton: bool) -> None:
+        super().__init__(linear)
+        w = linear.weight.data.float()  # [N, K]
+        scale = w.abs().amax(1).clamp(min=1e-8) / 127.0  # [N]
+        self.register_buffer("weight", (w / scale[:, None]).round().clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scales", scale.to(linear.weight.dtype))
+        cuda = linear.weight.is_cuda
+        self.path = (
+            "triton.int8_matmul"
+            if (cuda and use_triton)
+            else ("dequant+F.linear" if cuda else "aten._weight_int8pack_mm")
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        x2 = x.reshape(-1, self.in_features)  # [M, K]
+        if self.path == "aten._weight_int8pack_mm":
+            y = torch._weight_int8pack_mm(x2, self.weight, self.scales)
+        elif self.path == "triton.int8_matmul":
+            from tuner.engine.kernels.int8_matmul import int8_weight_only_matmul
+
+            y = int8_weight_only_matmul(x2, self.weight, self.scales)
+        else:
+            y = F.linear(x2, self.weight.to(x.dtype)) * self.scales
+        return self._finish(y.reshape(*x.shape[:-1], self.out_features))
+
+
+def int4_group_size(in_features: int) -> int:
+    """Group 128 where it divides K, else the largest fallback group that does."""
+    for g in (INT4_GROUP_SIZE, *_INT4_FALLBACK_GROUPS):
+        if in_features % g == 0:
+            return g
+    raise ValueError(f"in_features={in_features} is not divisible by any int4 group size")
+
+
+def int4_quantize(w: Tensor, group: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Asymmetric round-to-nearest: w [N, K] -> (q uint4-in-int32 [N, K], scale, zero [N, K/g]).
+
+    Dequantization (the aten CPU kernel's convention): w ~= (q - 8) * scale + zero.
+    """
+    n, k = w.shape
+    wg = w.float().reshape(n, k // group, group)
+    lo, hi = wg.amin(-1), wg.amax(-1)  # [N, K/g]
+    scale = ((hi - lo) / 15.0).clamp(min=1e-8)
+    zero = lo + 8.0 * scale
+    q = ((wg - lo[..., None]) / scale[..., None]).round().clamp(0, 15)
+    return q.reshape(n, k).to(torch.int32), scale, zero
+
+
+class Int4WeightOnlyLinear(QuantizedLinear):
+    """w4a16, group-wise scale and zero-point, packed for aten's int4 CPU kernel."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear)
+        self.group = int4_group_size(self.in_features)
+        q, scale, zero = int4_quantize(linear.weight.data, self.group)
+        dtype = linear.weight.dtype
+        # scales_and_zeros: [K/g, N, 2] as the kernel expects.
+        sz = torch.stack([scale, zero], -1).transpose(0, 1).contiguous().to(dtype)
+        self.register_buffer("scales_and_zeros", sz)
+        if linear.weight.is_cuda:
+            deq = (q.float().reshape(*scale.shape, -1) - 8) * scale[..., None] + zero[..., None]
+            self.register_buffer("weight", deq.reshape(q.shape).to(dtype))
+            self.path = "dequantized-int4+F.linear"
+        else:
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, _INT4_INNER_K_TILES)
+            self.register_buffer("weight", packed)
+            self.path = "aten._weight_int4pack_mm_for_cpu"
+
+    def forward(self, x: Tensor) -> Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        if self.path == "aten._weight_int4pack_mm_for_cpu":
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+                x2, self.weight, self.group, self.scales_and_zeros
+            )
+        else:
+            y = F.linear(x2, self.weight)
+        return self._finish(y.reshape(*x.shape[:-1], self.out_features))
+
+
+class Fp8Linear(QuantizedLinear):
+    """fp8 e4m3 weight, per-channel scale; w8a8 via _scaled_mm on fp8 GPUs, else weight-only."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear)
+        w = linear.weight.data.float()
+        scale = w.abs().amax(1).clamp(min=1e-12) / _FP8_MAX  # [N]
+        self.register_buffer("weight", (w / scale[:, None]).to(torch.float8_e4m3fn))
+        self.register_buffer("scales", scale)
+        w_cuda = linear.weight.is_cuda
+        fp8_cores = w_cuda and torch.cuda.get_device_capability(linear.weight.device) >= (8, 9)
+        self.path = "torch._scaled_mm" if fp8_cores else "dequant-fp8+F.linear"
+
+    def forward(self, x: Tensor) -> Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        if self.path == "torch._scaled_mm":
+            x_scale = x2.float().abs().amax().clamp(min=1e-12) / _FP8_MAX
+            xq = (x2.float() / x_scale).to(torch.float8_e4m3fn)
+            one = torch.ones((), device=x.device)
+            y = torch._scaled_mm(
+                xq, self.weight.t(), scale_a=x_scale, scale_b=one, out_dtype=torch.float32
+            )
+            y = (y * self.scales).to(x.dtype)
+        else:
+            y = F.linear(x2, self.weight.to(x.dtype)) * self.scales.to(x.dtype)
+        return self._finish(y.reshape(*x.shape[:-1], self.out_features))
+
+
+class Int8DynamicLinear(QuantizedLinear):
+    """w8a8 (SmoothQuant-style without smoothing): per-token dynamic int8 activations."""
+
+    path = "aten._int_mm"
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear)
+        w = linear.weight.data.float()
+        scale = w.abs().amax(1).clamp(min=1e-8) / 127.0
+        q = (w / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+        self.register_buffer("weight_t", q.t().contiguous())  # [K, N]
+        self.register_buffer("scales", scale)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x2 = x.reshape(-1, self.in_features).float()  # [M, K]
+        x_scale = x2.abs().amax(1, keepdim=True).clamp(min=1e-8) / 127.0  # [M, 1]
+        xq = (x2 / x_scale).round().clamp(-127, 127).to(torch.int8)
+        acc = torch._int_mm(xq, self.weight_t)  # [M, N] int32
+        y = (acc.float() * x_scale * self.scales).to(x.dtype)
+        return self._finish(y.reshape(*x.shape[:-1], self.out_features))
+
+
+def _make(kind: str, linear: nn.Linear, use_triton: bool) -> nn.Module:
+    if kind == "int8-wo":
+        return Int8WeightOnlyLinear(linear, use_triton)
+    if kind in ("int4-awq", "int4-gptq"):
+        return Int4WeightOnlyLinear(linear)
+    if kind == "fp8":
+        return Fp8Linear(linear)
+    if kind == "int8":
+        return Int8DynamicLinear(linear)
+    raise ValueError(f"unknown quantization {kind!r}")
+
+
+def quantize_model(model: nn.Module, kind: str, *, use_triton: bool = False) -> dict[str, str]:
+    """Replace Linear layers by the `kind` variant in place; return {kernel path: layer count}."""
+    if kind in ("bf16", "fp16", "fp32"):
+        return {"F.linear": sum(isinstance(m, nn.Linear) for m in model.modules())}
+    targets = [
+        (name, m)
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and not name.endswith("block_sparse_moe.gate")
+    ]
+    paths: dict[str, int] = {}
+    for name, linear in targets:
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        q = _make(kind, linear, use_triton)
+        setattr(parent, attr, q)
+        path = getattr(q, "path", "?")
+        paths[path] = paths.get(path, 0) + 1
+    return {k: str(v) for k, v in paths.items()}
+
+
+def kl_divergence(ref_logits: Tensor, test_logits: Tensor) -> Tensor:
+    """Mean over tokens of KL(softmax(ref) || softmax(test)), in nats. Logits: [T, V]."""
+    ref_logp = F.log_softmax(ref_logits.float(), -1)
+    test_logp = F.log_softmax(test_logits.float(), -1)
+    return (ref_logp.exp() * (ref_logp - test_logp)).sum(-1).mean()
+
+
+def quantization_error(ref_logits: Tensor, test_logits: Tensor) -> dict[str, float]:
+    """Max |logit difference| and mean KL of a variant against the unquantized model."""
+    return {
+        "max_abs_logit_diff": float((ref_logits.float() - test_logits.float()).abs().max()),
+        "kl_divergence": float(kl_divergence(ref_logits, test_logits)),
+    }
