@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["EngineExport", "shell_join"]
+__all__ = ["EngineExport", "draft_source", "shell_join"]
 
 
 @dataclass(frozen=True)
@@ -36,3 +36,12 @@ def shell_join(argv: list[str]) -> str:
         else:
             parts[-1] = f"{parts[-1]} {quoted}"
     return " \\\n    ".join(parts)
+
+
+def draft_source(draft_model: str) -> str:
+    """A draft named in the catalog is served from its Hugging Face id; anything else is a path."""
+    from tuner.catalog import list_names, load_model
+
+    if draft_model in list_names("models"):
+        return load_model(draft_model).hf_id or draft_model
+    return draft_model

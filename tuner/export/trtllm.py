@@ -1,0 +1,182 @@
+"""TensorRT-LLM exporter: EngineConfig -> `trtllm-serve` arguments + extra LLM-API options YAML.
+
+Names from TensorRT-LLM 1.0: `tensorrt_llm/commands/serve.py` (trtllm-serve options:
+--backend, --tp_size, --max_batch_size, --max_num_tokens, --kv_cache_free_gpu_memory_fraction,
+--extra_llm_api_options) and `tensorrt_llm/llmapi/llm_args.py` (KvCacheConfig: dtype,
+enable_block_reuse, free_gpu_memory_fraction, max_tokens, tokens_per_block; LlmArgs:
+enable_chunked_prefill, dtype, speculative_config with decoding_type NGram / DraftTarget).
+The PyTorch backend reads quantization from the checkpoint (ModelOpt `hf_quant_config.json`
+or the HF `quantization_config`); it does not quantize at load time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from tuner.errors import InputError
+from tuner.export.bundle import EngineExport, draft_source, shell_join
+from tuner.specs import EngineConfig, KVDtype, Metrics, Quantization
+
+__all__ = ["LATEST", "VERSIONS", "TRTLLMOptions", "export", "extra_options", "serve_args"]
+
+# TensorRT-LLM's n-gram docs default (docs/source/features/speculative-decoding.md).
+NGRAM_MAX_MATCHING_SIZE = 2
+
+
+@dataclass(frozen=True)
+class TRTLLMOptions:
+    """Every trtllm-serve option and LLM-API key this exporter may emit, for one version."""
+
+    source: str
+    cli: Mapping[str, str]
+    keys: Mapping[str, str]  # our name -> LLM-API YAML key (dotted = nested)
+    dtype: Mapping[Quantization, str]
+    checkpoint: Mapping[Quantization, str]  # quantizations needing a pre-quantized checkpoint
+    unsupported: Mapping[Quantization, str]  # quantizations this backend cannot serve
+    kv_cache_dtype: Mapping[KVDtype, str]
+
+
+_MODELOPT = "a pre-quantized checkpoint made with NVIDIA ModelOpt (hf_ptq.py --qformat {})"
+VERSIONS: dict[str, TRTLLMOptions] = {
+    "1.0": TRTLLMOptions(
+        source="TensorRT-LLM 1.0 tensorrt_llm/commands/serve.py, tensorrt_llm/llmapi/llm_args.py",
+        cli={
+            "backend": "--backend",
+            "tensor_parallel_size": "--tp_size",
+            "max_num_seqs": "--max_batch_size",
+            "max_num_batched_tokens": "--max_num_tokens",
+            "gpu_memory_utilization": "--kv_cache_free_gpu_memory_fraction",
+            "extra_options": "--extra_llm_api_options",
+        },
+        keys={
+            "dtype": "dtype",
+            "enable_chunked_prefill": "enable_chunked_prefill",
+            "kv_dtype": "kv_cache_config.dtype",
+            "enable_prefix_caching": "kv_cache_config.enable_block_reuse",
+            "kv_max_tokens": "kv_cache_config.max_tokens",
+            "gpu_memory_utilization": "kv_cache_config.free_gpu_memory_fraction",
+            "block_size": "kv_cache_config.tokens_per_block",
+            "spec_type": "speculative_config.decoding_type",
+            "spec_len": "speculative_config.max_draft_len",
+            "spec_ngram": "speculative_config.max_matching_ngram_size",
+            "spec_model": "speculative_config.speculative_model_dir",
+        },
+        dtype={q: ("float16" if q in (Quantization.fp16,) else "bfloat16") for q in Quantization},
+        checkpoint={
+            Quantization.fp8: _MODELOPT.format("fp8"),
+            Quantization.int8: _MODELOPT.format("int8_sq"),
+            Quantization.int4_awq: _MODELOPT.format("int4_awq"),
+            Quantization.int4_gptq: "a pre-quantized GPTQ int4 checkpoint (HF format)",
+        },
+        unsupported={
+            Quantization.int8_wo: (
+                "int8 weight-only has no PyTorch-backend path in TensorRT-LLM 1.0; build a "
+                "TensorRT engine (trtllm-build --use_weight_only --weight_only_precision int8)"
+            ),
+        },
+        kv_cache_dtype={KVDtype.auto: "auto", KVDtype.fp8: "fp8"},
+    ),
+}
+LATEST = "1.0"
+EXTRA_FILE = "trtllm-extra-llm-api-options.yaml"
+
+
+def _options(version: str) -> TRTLLMOptions:
+    if version not in VERSIONS:
+        raise InputError(f"unknown TensorRT-LLM version {version!r}; known: {', '.join(VERSIONS)}")
+    return VERSIONS[version]
+
+
+def _check_supported(config: EngineConfig, opts: TRTLLMOptions, version: str) -> None:
+    if config.quantization in opts.unsupported:
+        raise InputError(f"TensorRT-LLM {version}: {opts.unsupported[config.quantization]}")
+    if config.kv_dtype not in opts.kv_cache_dtype:
+        raise InputError(
+            f"TensorRT-LLM {version} has no KV-cache dtype for {config.kv_dtype.value!r}; "
+            f"supported: {', '.join(k.value for k in opts.kv_cache_dtype)}"
+        )
+
+
+def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> list[str]:
+    """`trtllm-serve MODEL ...` arguments (the extra options file is passed by name)."""
+    opts = _options(version)
+    _check_supported(config, opts, version)
+    c = opts.cli
+    args = [model, c["backend"], "pytorch",
+            c["tensor_parallel_size"], str(config.tensor_parallel_size),
+            c["max_num_seqs"], str(config.max_num_seqs),
+            c["max_num_batched_tokens"], str(config.max_num_batched_tokens),
+            c["gpu_memory_utilization"], repr(config.gpu_memory_utilization),
+            c["extra_options"], EXTRA_FILE]  # fmt: skip
+    stray = [a for a in args if a.startswith("--") and a not in set(c.values())]
+    if stray:
+        raise AssertionError(f"TensorRT-LLM exporter produced options outside its table: {stray}")
+    return args
+
+
+def _put(tree: dict[str, object], dotted: str, value: object) -> None:
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for p in parents:
+        child = node.setdefault(p, {})
+        assert isinstance(child, dict)
+        node = child
+    node[leaf] = value
+
+
+def extra_options(
+    config: EngineConfig, *, metrics: Metrics | None = None, version: str = LATEST
+) -> dict[str, object]:
+    """The extra LLM-API options mapping (nested as TensorRT-LLM's YAML expects)."""
+    opts = _options(version)
+    _check_supported(config, opts, version)
+    k = opts.keys
+    tree: dict[str, object] = {}
+    _put(tree, k["dtype"], opts.dtype[config.quantization])
+    _put(tree, k["enable_chunked_prefill"], config.enable_chunked_prefill)
+    _put(tree, k["kv_dtype"], opts.kv_cache_dtype[config.kv_dtype])
+    _put(tree, k["enable_prefix_caching"], config.enable_prefix_caching)
+    _put(tree, k["gpu_memory_utilization"], config.gpu_memory_utilization)
+    _put(tree, k["block_size"], config.block_size)
+    if metrics is not None and metrics.kv_capacity_tokens > 0:
+        # TensorRT-LLM sizes the KV pool from *free* memory after weights; capping it at the
+        # simulated capacity reproduces the simulated point (the smaller limit wins).
+        _put(tree, k["kv_max_tokens"], metrics.kv_capacity_tokens)
+    n = config.num_speculative_tokens
+    if n and config.draft_model == "ngram":
+        _put(tree, k["spec_type"], "NGram")
+        _put(tree, k["spec_len"], n)
+        _put(tree, k["spec_ngram"], NGRAM_MAX_MATCHING_SIZE)
+    elif n and config.draft_model:
+        _put(tree, k["spec_type"], "DraftTarget")
+        _put(tree, k["spec_len"], n)
+        _put(tree, k["spec_model"], draft_source(config.draft_model))
+    return tree
+
+
+def export(
+    config: EngineConfig, model: str, *, metrics: Metrics | None = None, version: str = LATEST
+) -> EngineExport:
+    """trtllm-serve command, its extra options YAML, and caveats."""
+    opts = _options(version)
+    args = serve_args(config, model, version=version)
+    command = shell_join(["trtllm-serve", *args])
+    extra = extra_options(config, metrics=metrics, version=version)
+    notes = []
+    if config.quantization in opts.checkpoint:
+        notes.append(f"{config.quantization.value} needs {opts.checkpoint[config.quantization]}; "
+                     "serve that checkpoint instead of the original model.")  # fmt: skip
+    return EngineExport(
+        engine="trtllm",
+        version=version,
+        command=command,
+        files={
+            EXTRA_FILE: f"# TensorRT-LLM {version} ({opts.source})\n"
+            + yaml.safe_dump(extra, sort_keys=False),
+            "trtllm.sh": f"#!/bin/sh\nexec {command}\n",
+        },
+        notes=notes,
+    )

@@ -1,0 +1,108 @@
+"""What the search optimises and constrains: objectives at the SLA percentile, SLA/memory limits.
+
+Objectives: minimise TTFT and TPOT at the SLA percentile, maximise output tokens/s per GPU;
+an SLA without latency bounds (`batch`) optimises throughput alone. Constraints follow Optuna's
+convention (<= 0 is feasible) and are relative (value / bound - 1) so TTFT and TPOT misses are
+comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.specs import SLA, Metrics
+
+__all__ = [
+    "Objective",
+    "Violation",
+    "constraint_names",
+    "constraint_values",
+    "objectives_for",
+    "sla_violations",
+]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One optimisation axis: which Metrics number, its direction and how to label it."""
+
+    name: str  # short key, used as CSV column and Optuna objective name
+    label: str  # axis title with unit
+    maximize: bool
+    percentile: int | None = None  # latency objectives are read at the SLA percentile
+
+    def value(self, metrics: Metrics) -> float:
+        """This objective's number from a backend's Metrics."""
+        if self.name == "ttft_ms":
+            return metrics.ttft_ms.at(self.percentile or 50)
+        if self.name == "tpot_ms":
+            return metrics.tpot_ms.at(self.percentile or 50)
+        return metrics.output_tokens_per_s_per_gpu
+
+
+def objectives_for(sla: SLA) -> list[Objective]:
+    """The objectives of a study under `sla` (throughput only when no latency bound is set)."""
+    tput = Objective("tput_per_gpu", "output tokens/s per GPU", maximize=True)
+    if sla.is_throughput_only:
+        return [tput]
+    p = sla.percentile
+    return [
+        Objective("ttft_ms", f"TTFT P{p} (ms)", maximize=False, percentile=p),
+        Objective("tpot_ms", f"TPOT P{p} (ms)", maximize=False, percentile=p),
+        tput,
+    ]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """How far one latency number is from its SLA bound (positive excess = miss)."""
+
+    metric: str  # "TTFT" or "TPOT"
+    value_ms: float
+    bound_ms: float
+
+    @property
+    def relative(self) -> float:
+        """value / bound - 1: <= 0 meets the bound, 0.25 misses it by 25%."""
+        return self.value_ms / self.bound_ms - 1.0
+
+    def describe(self, percentile: int) -> str:
+        """'TTFT P95 812 ms > 500 ms (+62%)' style text."""
+        sign = ">" if self.relative > 0 else "<="
+        return (
+            f"{self.metric} P{percentile} {self.value_ms:.1f} ms {sign} {self.bound_ms:g} ms "
+            f"({self.relative:+.0%})"
+        )
+
+
+def sla_violations(metrics: Metrics, sla: SLA) -> list[Violation]:
+    """Each bounded latency at the SLA percentile against its bound (met or not)."""
+    out = []
+    if sla.ttft_ms is not None:
+        out.append(Violation("TTFT", metrics.ttft_ms.at(sla.percentile), sla.ttft_ms))
+    if sla.tpot_ms is not None:
+        out.append(Violation("TPOT", metrics.tpot_ms.at(sla.percentile), sla.tpot_ms))
+    return out
+
+
+# Constraint value of a variant the backend could not run (out of memory, crashed): any positive
+# number marks it infeasible; 1.0 reads as "missed by 100%" next to the relative SLA misses.
+RUN_FAILURE_VIOLATION = 1.0
+
+
+def constraint_names(sla: SLA) -> list[str]:
+    """Names of the constraints `constraint_values` returns, in the same order."""
+    names = ["runs"]
+    if sla.ttft_ms is not None:
+        names.append("ttft")
+    if sla.tpot_ms is not None:
+        names.append("tpot")
+    return names
+
+
+def constraint_values(metrics: Metrics, sla: SLA) -> list[float]:
+    """Optuna constraints (<= 0 feasible): ran-and-fit first, then one per SLA bound."""
+    ran = 0.0 if metrics.feasible else RUN_FAILURE_VIOLATION
+    if not metrics.feasible:
+        return [ran] + [RUN_FAILURE_VIOLATION] * len(sla_violations(metrics, sla))
+    return [ran] + [v.relative for v in sla_violations(metrics, sla)]

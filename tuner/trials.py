@@ -1,0 +1,78 @@
+"""One finished (or interrupted) search trial as plain data, read back from an Optuna study."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from tuner.objectives import constraint_values, objectives_for
+from tuner.specs import SLA, EngineConfig, Metrics
+
+__all__ = ["TrialRecord", "TrialState", "record_from_frozen"]
+
+TrialState = Literal["complete", "pruned", "failed", "running", "waiting"]
+
+# Keys of the trial user attributes the search writes (see search.py).
+ATTR_CONFIG = "config"
+ATTR_METRICS = "metrics"
+ATTR_REASON = "reason"
+ATTR_DUPLICATE_OF = "duplicate_of"
+
+
+class TrialRecord(BaseModel):
+    """What one trial tried and what came back."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    number: int
+    state: TrialState
+    params: dict[str, Any]
+    config: EngineConfig | None = None
+    metrics: Metrics | None = None
+    reason: str | None = None  # why it was pruned / failed / ran infeasible
+    duplicate_of: int | None = None  # trial whose evaluation was reused
+    duration_s: float | None = None
+
+    @property
+    def evaluated(self) -> bool:
+        """A complete trial with metrics (ran, possibly infeasible)."""
+        return self.state == "complete" and self.metrics is not None
+
+    def meets(self, sla: SLA) -> bool:
+        """Ran, fit in memory and met every SLA bound."""
+        if not self.evaluated or self.metrics is None:
+            return False
+        return all(v <= 0 for v in constraint_values(self.metrics, sla))
+
+    def objective_values(self, sla: SLA) -> list[float]:
+        """The objective numbers (natural direction) of an evaluated trial."""
+        assert self.metrics is not None, f"trial {self.number} has no metrics"
+        return [o.value(self.metrics) for o in objectives_for(sla)]
+
+
+_STATES: dict[str, TrialState] = {
+    "COMPLETE": "complete",
+    "PRUNED": "pruned",
+    "FAIL": "failed",
+    "RUNNING": "running",
+    "WAITING": "waiting",
+}
+
+
+def record_from_frozen(trial: Any) -> TrialRecord:
+    """Convert an optuna FrozenTrial written by tuner.search into a TrialRecord."""
+    attrs = trial.user_attrs
+    config = attrs.get(ATTR_CONFIG)
+    metrics = attrs.get(ATTR_METRICS)
+    duration = trial.duration.total_seconds() if trial.duration is not None else None
+    return TrialRecord(
+        number=trial.number,
+        state=_STATES[trial.state.name],
+        params=dict(trial.params),
+        config=EngineConfig.model_validate(config) if config else None,
+        metrics=Metrics.model_validate(metrics) if metrics else None,
+        reason=attrs.get(ATTR_REASON),
+        duplicate_of=attrs.get(ATTR_DUPLICATE_OF),
+        duration_s=duration,
+    )
