@@ -1,0 +1,179 @@
+"""A tiny OpenAI-compatible streaming server on loopback with known token timings (for tests).
+
+Raw asyncio HTTP/1.1 (no web framework), run in a background thread. Each request streams
+`tokens_per_chunk` tokens per SSE chunk: the first chunk `ttft_s` after the request arrives,
+then one chunk every `itl_s`. Without `ignore_eos` a request stops at `eos_after` tokens, like
+a model emitting EOS early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class FakeServerConfig:
+    """Behaviour of the fake server."""
+
+    model: str = "fake-model"
+    ttft_s: float = 0.05
+    itl_s: float = 0.01
+    tokens_per_chunk: int = 1
+    eos_after: int | None = None  # stop early unless ignore_eos (None = never)
+    fail_every: int = 0  # every n-th generation request answers HTTP 500 (0 = never)
+    reject_extra_params: bool = False  # 400 when ignore_eos/min_tokens are sent (strict server)
+    send_usage: bool = True
+    tokenize: bool = True
+    api_key: str | None = None
+
+
+@dataclass
+class FakeServer:
+    """Handle of a running fake server: its URL and every generation request body it received."""
+
+    config: FakeServerConfig
+    url: str = ""
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+
+
+def _tokenize(text: str) -> list[int]:
+    return [1000 + sum(map(ord, w)) for w in text.split()]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return method, path, headers, body
+
+
+def _response(status: int, payload: object) -> bytes:
+    body = json.dumps(payload).encode()
+    reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}.get(
+        status, "Error"
+    )
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _chunk(data: str) -> bytes:
+    raw = f"data: {data}\n\n".encode()
+    return f"{len(raw):x}\r\n".encode() + raw + b"\r\n"
+
+
+class _Handler:
+    def __init__(self, server: FakeServer):
+        self.server = server
+        self.cfg = server.config
+        self.generations = 0
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    method, path, headers, body = await _read_request(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                await self.route(method, path, headers, body, writer)
+        finally:
+            writer.close()
+
+    async def route(self, method, path, headers, body, writer) -> None:
+        cfg = self.cfg
+        if cfg.api_key and headers.get("authorization") != f"Bearer {cfg.api_key}":
+            writer.write(_response(401, {"error": {"message": "bad key"}}))
+        elif path == "/v1/models":
+            writer.write(_response(200, {"data": [{"id": cfg.model, "object": "model"}]}))
+        elif path == "/tokenize" and cfg.tokenize:
+            tokens = _tokenize(json.loads(body)["prompt"])
+            writer.write(_response(200, {"tokens": tokens, "count": len(tokens)}))
+        elif path in ("/v1/completions", "/v1/chat/completions"):
+            await self.generate(path, headers, json.loads(body), writer)
+        else:
+            writer.write(_response(404, {"error": {"message": f"no route {path}"}}))
+        await writer.drain()
+
+    async def generate(self, path, headers, req, writer) -> None:
+        cfg = self.cfg
+        self.server.bodies.append(req)
+        self.server.headers.append(headers)
+        self.generations += 1
+        if cfg.fail_every and self.generations % cfg.fail_every == 0:
+            writer.write(_response(500, {"error": {"message": "injected failure"}}))
+            return
+        if cfg.reject_extra_params and ("ignore_eos" in req or "min_tokens" in req):
+            writer.write(_response(400, {"error": {"message": "unknown field ignore_eos"}}))
+            return
+        n = req["max_tokens"]
+        if cfg.eos_after is not None and not req.get("ignore_eos"):
+            n = min(n, cfg.eos_after)
+        prompt = req.get("prompt", "")
+        n_in = len(prompt) if isinstance(prompt, list) else len(_tokenize(str(prompt)))
+        chat = path.endswith("chat/completions")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        await asyncio.sleep(cfg.ttft_s)
+        sent = 0
+        while sent < n:
+            k = min(cfg.tokens_per_chunk, n - sent)
+            text = " tok" * k
+            choice = (
+                {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
+            )
+            writer.write(_chunk(json.dumps({"choices": [choice]})))
+            await writer.drain()
+            sent += k
+            if sent < n:
+                await asyncio.sleep(cfg.itl_s)
+        if cfg.send_usage and (req.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
+            writer.write(_chunk(json.dumps({"choices": [], "usage": usage})))
+        writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
+
+
+class running_fake_server:
+    """Context manager: start the fake server on a free loopback port in a thread."""
+
+    def __init__(self, config: FakeServerConfig | None = None):
+        self.server = FakeServer(config or FakeServerConfig())
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        srv = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(_Handler(self.server), "127.0.0.1", 0), self.loop
+        ).result()
+        self._srv = srv
+        port = srv.sockets[0].getsockname()[1]
+        self.server.url = f"http://127.0.0.1:{port}"
+        return self.server
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop() -> None:
+            self._srv.close()
+            handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()

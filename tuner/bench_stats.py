@@ -1,0 +1,112 @@
+"""Per-request timings -> `Metrics`, aggregated exactly as vLLM's `bench serve` does.
+
+Definitions (vllm/benchmarks/serve.py, `calculate_metrics`):
+- TTFT: time from sending the request to the first streamed chunk that carries choices.
+- ITL: the gap between consecutive content chunks, pooled over all requests (one entry per
+  chunk, so a chunk carrying several speculative tokens is one gap).
+- TPOT: (E2E - TTFT) / (output tokens - 1), only for requests with more than one output token.
+- E2E: time from sending to the last content chunk.
+- Throughputs divide by the benchmark duration (first send to last completion); failed requests
+  add no tokens. Goodput counts successful requests meeting every SLO (TPOT of a one-token
+  request counts as 0).
+- Percentiles use numpy's default linear interpolation; every latency is reported in ms.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tuner.specs import SLA, Metrics, Percentiles
+
+__all__ = ["RequestResult", "aggregate", "percentiles_ms", "summarize_failures"]
+
+_MS_PER_S = 1000.0
+
+
+@dataclass
+class RequestResult:
+    """What one streamed request measured (seconds, tokens) or why it failed."""
+
+    success: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requested_output_tokens: int = 0
+    ttft_s: float = 0.0
+    itl_s: list[float] = field(default_factory=list)
+    e2e_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first; None for one-token outputs."""
+        if not self.success or self.output_tokens <= 1:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+def percentiles_ms(values_s: Sequence[float]) -> Percentiles:
+    """Mean and P50/P90/P95/P99 in ms of durations given in seconds (zeros when empty)."""
+    arr = np.asarray(values_s if len(values_s) else [0.0], dtype=float) * _MS_PER_S
+    p50, p90, p95, p99 = np.percentile(arr, [50, 90, 95, 99])
+    return Percentiles(
+        mean=float(arr.mean()), p50=float(p50), p90=float(p90), p95=float(p95), p99=float(p99)
+    )
+
+
+def summarize_failures(results: Sequence[RequestResult]) -> str:
+    """Failure reasons with counts, most common first: 'timeout after 30 s x2; HTTP 500 x1'."""
+    reasons = Counter(r.error or "unknown error" for r in results if not r.success)
+    return "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common())
+
+
+def _meets_sla(r: RequestResult, sla: SLA | None) -> bool:
+    if sla is None:
+        return True
+    ttft_ok = sla.ttft_ms is None or r.ttft_s * _MS_PER_S <= sla.ttft_ms
+    tpot_ok = sla.tpot_ms is None or (r.tpot_s or 0.0) * _MS_PER_S <= sla.tpot_ms
+    return ttft_ok and tpot_ok
+
+
+def aggregate(
+    results: Sequence[RequestResult],
+    duration_s: float,
+    *,
+    backend: str,
+    sla: SLA | None = None,
+    num_gpus: int = 1,
+) -> Metrics:
+    """Summarize measured requests the way `vllm bench serve` does; infeasible if none succeeded."""
+    ok = [r for r in results if r.success]
+    failed = len(results) - len(ok)
+    extra: dict[str, float | int | str | bool | None] = {}
+    if failed:
+        extra["failure_reasons"] = summarize_failures(results)
+    short = [r for r in ok if r.output_tokens != r.requested_output_tokens]
+    extra["output_length_mismatches"] = len(short)
+    dur = max(duration_s, 1e-9)
+    out_tokens = sum(r.output_tokens for r in ok)
+    in_tokens = sum(r.input_tokens for r in ok)
+    metrics = Metrics(
+        backend=backend,
+        ttft_ms=percentiles_ms([r.ttft_s for r in ok]),
+        tpot_ms=percentiles_ms([t for r in ok if (t := r.tpot_s) is not None]),
+        itl_ms=percentiles_ms([gap for r in ok for gap in r.itl_s]),
+        e2e_ms=percentiles_ms([r.e2e_s for r in ok]),
+        output_tokens_per_s=out_tokens / dur,
+        output_tokens_per_s_per_gpu=out_tokens / dur / max(num_gpus, 1),
+        total_tokens_per_s=(in_tokens + out_tokens) / dur,
+        requests_per_s=len(ok) / dur,
+        goodput_rps=sum(_meets_sla(r, sla) for r in ok) / dur,
+        num_requests=len(results),
+        failed_requests=failed,
+        extra=extra,
+    )
+    metrics.extra["duration_s"] = duration_s
+    if not ok:
+        metrics.feasible = False
+        metrics.reason = f"all {len(results)} requests failed: {extra.get('failure_reasons', '')}"
+    return metrics

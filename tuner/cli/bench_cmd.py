@@ -1,0 +1,148 @@
+"""`tuner bench`: benchmark a running OpenAI-compatible server (vLLM, SGLang, llama.cpp...)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tuner import catalog
+from tuner.cli.app import app, console, err_console, guarded
+from tuner.errors import BackendError, InputError
+from tuner.specs import SLA, Metrics, Workload
+
+# Environment variables holding the API key, first set wins; the key is never written anywhere.
+API_KEY_ENV_VARS = ("TUNER_API_KEY", "OPENAI_API_KEY")
+
+
+def api_key_from_env() -> str | None:
+    """The API key from TUNER_API_KEY or OPENAI_API_KEY, if one is set."""
+    return next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
+
+
+def _sla(name: str | None, ttft_ms: float | None, tpot_ms: float | None) -> SLA | None:
+    if name is None and ttft_ms is None and tpot_ms is None:
+        return None
+    base = catalog.load_sla(name) if name else SLA()
+    updates = {k: v for k, v in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)) if v is not None}
+    return base.model_copy(update=updates) if updates else base
+
+
+def _workload(
+    isl: int,
+    osl: int,
+    rate: float | None,
+    concurrency: int | None,
+    n: int,
+    spread: float,
+    seed: int,
+) -> Workload:
+    if rate is not None and concurrency is not None:
+        raise InputError("--rate and --concurrency are exclusive: choose open or closed loop")
+    try:
+        return Workload(
+            input_tokens=isl,
+            output_tokens=osl,
+            rate_rps=rate,
+            concurrency=concurrency or (None if rate is not None else 1),
+            num_requests=n,
+            length_spread=spread,
+            seed=seed,
+        )
+    except ValidationError as exc:
+        where = "bench workload (--isl/--osl/--rate/--concurrency/--num-requests/--spread)"
+        raise InputError(catalog.format_validation_error(exc, where, Workload)) from exc
+
+
+def _table(m: Metrics) -> Table:
+    t = Table(title=f"{m.extra.get('model', '')}: latency (ms)")
+    t.add_column("metric")
+    for col in ("mean", "P50", "P90", "P95", "P99"):
+        t.add_column(col, justify="right")
+    for label, p in (("TTFT", m.ttft_ms), ("TPOT", m.tpot_ms), ("ITL", m.itl_ms),
+                     ("E2E", m.e2e_ms)):  # fmt: skip
+        t.add_row(label, *(f"{v:.1f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)))
+    return t
+
+
+def _summary(m: Metrics, sla: SLA | None) -> list[str]:
+    lines = [
+        f"requests: {m.num_requests - m.failed_requests}/{m.num_requests} ok in "
+        f"{m.extra.get('duration_s', 0):.1f} s ({m.extra.get('arrival')})",
+        f"throughput: {m.output_tokens_per_s:.1f} output tok/s, {m.total_tokens_per_s:.1f} total "
+        f"tok/s, {m.requests_per_s:.2f} req/s",
+        f"lengths: input exact={m.extra.get('input_tokens_exact')}, output exact="
+        f"{m.extra.get('output_tokens_exact')} (tokens counted from "
+        f"{m.extra.get('output_tokens_from')})",
+    ]
+    if m.failed_requests:
+        lines.append(f"failures: {m.extra.get('failure_reasons')}")
+    if sla is not None:
+        p = sla.percentile
+        checks = []
+        if sla.ttft_ms is not None:
+            checks.append(f"TTFT P{p} {m.ttft_ms.at(p):.1f} <= {sla.ttft_ms:g} ms: "
+                          f"{'ok' if m.ttft_ms.at(p) <= sla.ttft_ms else 'MISSED'}")  # fmt: skip
+        if sla.tpot_ms is not None:
+            checks.append(f"TPOT P{p} {m.tpot_ms.at(p):.1f} <= {sla.tpot_ms:g} ms: "
+                          f"{'ok' if m.tpot_ms.at(p) <= sla.tpot_ms else 'MISSED'}")  # fmt: skip
+        lines.append(
+            f"SLA {sla.name}: " + "; ".join(checks) + f"; goodput {m.goodput_rps:.2f} req/s"
+        )
+    return lines
+
+
+@app.command()
+@guarded
+def bench(
+    url: Annotated[str, typer.Option(help="Server base URL, e.g. http://127.0.0.1:8000")],
+    model: Annotated[
+        str | None, typer.Option(help="Served model name (default: first listed)")
+    ] = None,
+    isl: Annotated[int, typer.Option(help="Input tokens per request")] = 128,
+    osl: Annotated[int, typer.Option(help="Output tokens per request")] = 64,
+    rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, requests/s")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users (default 1)")] = None,
+    num_requests: Annotated[int, typer.Option(help="Measured requests (warm-up excluded)")] = 32,
+    spread: Annotated[float, typer.Option(help="Uniform +- fraction around isl/osl")] = 0.0,
+    sla: Annotated[
+        str | None, typer.Option(help="SLA preset for goodput (see `tuner slas`)")
+    ] = None,
+    ttft_ms: Annotated[float | None, typer.Option(help="TTFT bound, overrides the preset")] = None,
+    tpot_ms: Annotated[float | None, typer.Option(help="TPOT bound, overrides the preset")] = None,
+    api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds")] = 300.0,
+    warmup: Annotated[int, typer.Option(help="Warm-up requests, not measured")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of prompts and arrivals")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
+) -> None:
+    """Benchmark a running OpenAI-compatible server; API key from TUNER_API_KEY/OPENAI_API_KEY."""
+    from tuner.loadgen import Endpoint, LoadOptions, check_endpoint, run_workload
+
+    if api not in ("completions", "chat"):
+        raise InputError(f"--api {api!r}: allowed values are completions, chat")
+    workload = _workload(isl, osl, rate, concurrency, num_requests, spread, seed)
+    target_sla = _sla(sla, ttft_ms, tpot_ms)
+    endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
+    options = LoadOptions(timeout_s=timeout, warmup_requests=warmup)
+    check_endpoint(endpoint)  # an unreachable URL fails here, before any progress bar is drawn
+    with Progress(TextColumn("benchmarking"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True,
+                  disable=not err_console.is_terminal) as bar:  # fmt: skip
+        task = bar.add_task("requests", total=workload.num_requests)
+        metrics = run_workload(
+            endpoint, workload, options=options, sla=target_sla,
+            on_progress=lambda done, total: bar.update(task, completed=done),
+        )  # fmt: skip
+    if json_out:
+        typer.echo(metrics.model_dump_json(indent=2))
+    else:
+        console.print(_table(metrics))
+        for line in _summary(metrics, target_sla):
+            console.print(line, highlight=False)
+    if not metrics.feasible:
+        raise BackendError(metrics.reason or "the benchmark failed")
