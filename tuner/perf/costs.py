@@ -167,7 +167,11 @@ def step_cost_model(
         dense = layers * (attn_params + model.mlp_params_per_expert / tp)
         expert = 0.0
     bw = gpu.memory_bandwidth_gbps * GIGA
-    gemm_rate = prec.gemm_tflops * TERA * eff.gemm_flops_fraction
+    low_precision = prec.gemm_tflops > gpu.fp16_tflops
+    flops_fraction = (
+        eff.low_precision_gemm_flops_fraction if low_precision else eff.gemm_flops_fraction
+    )
+    gemm_rate = prec.gemm_tflops * TERA * flops_fraction
     weight_rate = bw * eff.weight_bandwidth_fraction
     if prec.weight_only:
         gemm_rate /= 1.0 + eff.weight_only_dequant_overhead

@@ -30,14 +30,17 @@ class Efficiency:
     weight_bandwidth_fraction: float = 0.72
     # Fraction of peak DRAM bandwidth paged-attention decode kernels achieve reading the KV cache.
     kv_bandwidth_fraction: float = 0.72
-    # Fraction of dense tensor-core peak that large GEMMs achieve.
-    gemm_flops_fraction: float = 0.60
+    # Fraction of dense tensor-core peak that large 16-bit GEMMs achieve.
+    gemm_flops_fraction: float = 0.70
+    # The same for 8-bit (FP8/INT8 w8a8) GEMMs, of the 8-bit peak: per-tensor scaling, and
+    # operand loads that do not halve with the datatype, keep them further from their peak.
+    low_precision_gemm_flops_fraction: float = 0.55
     # Fraction of dense tensor-core peak that FlashAttention-style prefill kernels achieve.
     attention_flops_fraction: float = 0.50
     # Weight-only quantized kernels (int4/int8 w/ 16-bit activations, fp8 on Ampere) read their
     # packed weights at this fraction of the 16-bit kernels' bandwidth (unpacking costs issue
     # slots).
-    weight_only_bandwidth_factor: float = 0.80
+    weight_only_bandwidth_factor: float = 0.85
     # Extra compute time of weight-only kernels at large batch (dequantize before the MMA), as a
     # fraction of the 16-bit GEMM time.
     weight_only_dequant_overhead: float = 0.25
@@ -50,7 +53,10 @@ class Efficiency:
     # Fraction of the interconnect bandwidth a ring all-reduce achieves.
     interconnect_fraction: float = 0.70
     # CUDA context, cuBLAS/NCCL workspaces and CUDA graphs held outside the KV pool, bytes.
-    runtime_overhead_bytes: float = 1.5 * 1024**3
+    runtime_overhead_bytes: float = 1.0 * 1024**3
+    # Time from a request's arrival until the scheduler sees it: API server parsing,
+    # tokenization, detokenizing and streaming the first chunk (adds to TTFT and E2E, not TPOT).
+    request_overhead_s: float = 0.008
     # Per-step cost of an n-gram (prompt-lookup) proposer, seconds (CPU-side search).
     ngram_proposal_s: float = 0.0002
 
@@ -63,7 +69,11 @@ class Efficiency:
             value = getattr(self, name)
             if not 0 < value <= MAX_BANDWIDTH_FRACTION:
                 raise ValueError(f"{name}={value} must lie in (0, {MAX_BANDWIDTH_FRACTION}]")
-        for name in ("gemm_flops_fraction", "attention_flops_fraction"):
+        for name in (
+            "gemm_flops_fraction",
+            "low_precision_gemm_flops_fraction",
+            "attention_flops_fraction",
+        ):
             value = getattr(self, name)
             if not 0 < value <= MAX_FLOPS_FRACTION:
                 raise ValueError(f"{name}={value} must lie in (0, {MAX_FLOPS_FRACTION}]")

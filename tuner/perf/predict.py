@@ -80,6 +80,7 @@ def predict_metrics(
         block_size=config.block_size,
         enable_chunked_prefill=config.enable_chunked_prefill,
         prefix_cache_hit=wl.prefix_cache_hit if config.enable_prefix_caching else 0.0,
+        request_overhead_s=eff.request_overhead_s,
     )
     result = simulate(requests, limits, target, spec)
     metrics = summarize(result, plan, ctx.sla, config.tensor_parallel_size, BACKEND)

@@ -43,6 +43,7 @@ class SchedulerLimits:
     block_size: int = 16
     enable_chunked_prefill: bool = True
     prefix_cache_hit: float = 0.0  # fraction of each prompt (after the first) already cached
+    request_overhead_s: float = 0.0  # arrival -> visible to the scheduler (HTTP, tokenization)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ def simulate(
     capacity = limits.kv_capacity_blocks
     budget_cap = limits.max_num_batched_tokens
     chunked = limits.enable_chunked_prefill
+    ingress = limits.request_overhead_s
     queries = spec.queries_per_seq if spec else 1
     tps = spec.tokens_per_step if spec else 1.0
     max_seqs = max(1, min(limits.max_num_seqs, budget_cap // queries))
@@ -227,12 +229,12 @@ def simulate(
         waiting.appendleft(victim)
 
     while done < n:
-        while pending and arrival[pending[0]] <= t + _EPS:
+        while pending and (arrival[pending[0]] + ingress) <= t + _EPS:
             waiting.append(pending.popleft())
         if not running and not waiting:
             if not pending:
                 break
-            t = arrival[pending[0]]
+            t = arrival[pending[0]] + ingress
             continue
 
         # 1. decodes: make room for this step's KV slots, preempting the newest if needed.
@@ -296,7 +298,7 @@ def simulate(
         if num_decode == 0 and not chunks:
             # Nothing fits (cannot happen for a feasible plan); wait for the next arrival.
             if pending:
-                t = max(t, arrival[pending[0]])
+                t = max(t, (arrival[pending[0]] + ingress))
                 continue
             break
 
@@ -314,7 +316,7 @@ def simulate(
             steps = max(1, math.ceil((heap[0][0] - G) / tps - _EPS))
             admissible = len(running) < max_seqs and not waiting
             if admissible and pending:
-                wait = arrival[pending[0]] - t
+                wait = (arrival[pending[0]] + ingress) - t
                 d0 = const + per_ctx * (sum_base + num_decode * G)
                 slope = per_ctx * num_decode * tps
                 steps = min(steps, max(1, _steps_until(wait, d0, slope)))

@@ -1,0 +1,243 @@
+"""Predict every row of ../shared/validation/public.csv with the sim backend and report the error.
+
+Prints, per row, the measured and predicted value with the signed percent error; the rows the
+model cannot represent, each with the reason; and the median absolute percent error per metric.
+Only the shared constants of tuner/perf/efficiency.py are tuned against these rows: nothing
+here depends on a row's id, source or engine.
+
+    python benchmarks/accuracy.py [--csv PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner import catalog
+from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.memory import plan_memory
+from tuner.perf.predict import predict_metrics
+from tuner.specs import SLA, Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
+
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "public.csv"
+
+# Validation GPU names -> catalog profiles. Power caps are not modelled (the datasheet profile is
+# used and the row keeps its cap in the printout); an unstated A100 80GB variant maps to SXM.
+GPU_NAMES = {
+    "H200-SXM-141GB": "h200-sxm",
+    "H100-SXM-80GB": "h100-sxm",
+    "H100-PCIe-80GB": "h100-pcie",
+    "A100-SXM4-80GB": "a100-80gb-sxm",
+    "A100-80GB": "a100-80gb-sxm",
+    "RTX-4090-24GB": "rtx-4090",
+}
+# Validation weight dtypes -> our quantizations (gpt-fast's int4 group 32 is modelled as g128).
+WEIGHT_DTYPES = {
+    "fp16": Quantization.fp16,
+    "f16": Quantization.fp16,
+    "bf16": Quantization.bf16,
+    "fp8": Quantization.fp8,
+    "int8_wo": Quantization.int8_wo,
+    "int4_wo_g32": Quantization.int4_gptq,
+    "awq_int4_g128": Quantization.int4_awq,
+}
+KV_DTYPES = {"fp8": KVDtype.fp8, "int8": KVDtype.int8}  # anything else: 16-bit (auto)
+# An unstated KV dtype follows the checkpoint: FP8 checkpoints (ModelOpt `nvidia/*-FP8`, which
+# TensorRT-LLM's docs say also set the KV cache to FP8) store FP8 KV; others 16-bit.
+UNSTATED_KV_BY_WEIGHT = {Quantization.fp8: KVDtype.fp8}
+PREDICTED_METRICS = {
+    "output_tok_s_per_gpu",
+    "decode_tok_s_single_stream",
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_ms",
+}
+# Lengths a row leaves blank: llama.cpp eval tables state neither; gpt-fast generates 200 tokens.
+DEFAULT_ISL = 128
+DEFAULT_OSL = 128
+# Offline (all requests queued) rows: the engine picks the batch, limited by KV memory. We run the
+# variant a tuner would pick: max_num_seqs = the full-length sequences that fit in the KV cache
+# (capped at a generous 2048), so no sequence is admitted only to be preempted later, and the
+# 8192-token step budget that trtllm-bench and vLLM use by default.
+OFFLINE_MAX_NUM_SEQS = 2048
+OFFLINE_MAX_BATCHED_TOKENS = 8192
+# trtllm-bench gives the KV cache 90% of the memory left after weights and activations.
+OFFLINE_GPU_MEMORY_UTILIZATION = 0.95
+OFFLINE_MIN_REQUESTS = 1000
+OFFLINE_MAX_REQUESTS = 8192
+OFFLINE_WAVES = 4  # requests per KV-limited batch slot, so ramp-up and drain stay small
+STATIC_BATCH_WAVES = 4
+ONLINE_REQUESTS = 500
+SINGLE_STREAM_REQUESTS = 3
+NO_SLA = SLA(name="none")
+
+
+@dataclass
+class RowResult:
+    """One validation row: its prediction or why it was skipped."""
+
+    row_id: str
+    model: str
+    gpu: str
+    metric: str
+    measured: float
+    predicted: float | None = None
+    skipped: str | None = None
+
+    @property
+    def error_pct(self) -> float:
+        """Signed percent error of the prediction."""
+        assert self.predicted is not None
+        return 100.0 * (self.predicted - self.measured) / self.measured
+
+
+def _model_name(name: str) -> str:
+    base = name.lower().removesuffix("-instruct")
+    names = catalog.list_names("models")
+    if base in names:
+        return base
+    raise LookupError(f"model {name!r} has no catalog card")
+
+
+def _gpu_name(name: str) -> str:
+    key = name.split(" (")[0].strip()
+    if key in GPU_NAMES:
+        return GPU_NAMES[key]
+    raise LookupError(f"GPU {name!r} has no catalog profile")
+
+
+def _int(text: str, default: int) -> int:
+    text = text.strip()
+    return int(float(text)) if text and text.replace(".", "", 1).isdigit() else default
+
+
+def _config_and_workload(row: dict[str, str], ctx_base: Context) -> tuple[EngineConfig, Workload]:
+    weight = row["weight_dtype"].strip()
+    if weight not in WEIGHT_DTYPES:
+        raise LookupError(f"weight dtype {weight!r} is not modelled")
+    quant = WEIGHT_DTYPES[weight]
+    kv_text = row["kv_dtype"].strip().split(" ")[0]
+    if kv_text == "unstated":
+        kv = UNSTATED_KV_BY_WEIGHT.get(quant, KVDtype.auto)
+    else:
+        kv = KV_DTYPES.get(kv_text, KVDtype.auto)
+    isl_text, osl_text = row["isl"].strip(), row["osl"].strip()
+    if (isl_text and not isl_text.isdigit()) or (osl_text and not osl_text.isdigit()):
+        raise LookupError(f"lengths {isl_text!r}/{osl_text!r} are a benchmark suite, not numbers")
+    isl, osl = _int(isl_text, DEFAULT_ISL), _int(osl_text, DEFAULT_OSL)
+    tp = _int(row["tp"], 1)
+    batch = row["concurrency_or_batch"].strip()
+    rate = row["request_rate"].strip()
+    config = EngineConfig(quantization=quant, kv_dtype=kv, tensor_parallel_size=tp)
+    if batch == "offline_max" or rate == "inf":
+        config = config.model_copy(
+            update={
+                "max_num_seqs": OFFLINE_MAX_NUM_SEQS,
+                "max_num_batched_tokens": OFFLINE_MAX_BATCHED_TOKENS,
+                "gpu_memory_utilization": OFFLINE_GPU_MEMORY_UTILIZATION,
+            }
+        )
+        probe = Workload(input_tokens=isl, output_tokens=osl)
+        plan = plan_memory(ctx_base.model, ctx_base.gpu, config, probe)
+        slots = max(1, plan.max_concurrent_seqs)
+        config = config.model_copy(update={"max_num_seqs": slots})
+        n = min(OFFLINE_MAX_REQUESTS, max(OFFLINE_MIN_REQUESTS, OFFLINE_WAVES * slots))
+        return config, Workload(input_tokens=isl, output_tokens=osl, concurrency=n, num_requests=n)
+    if rate:
+        return config, Workload(
+            input_tokens=isl, output_tokens=osl, rate_rps=float(rate), num_requests=ONLINE_REQUESTS
+        )
+    users = _int(batch, 1)
+    n = SINGLE_STREAM_REQUESTS if users == 1 else STATIC_BATCH_WAVES * users
+    return config, Workload(input_tokens=isl, output_tokens=osl, concurrency=users, num_requests=n)
+
+
+def _value(metric: str, m: Metrics) -> float:
+    if metric == "output_tok_s_per_gpu":
+        return m.output_tokens_per_s_per_gpu
+    if metric == "decode_tok_s_single_stream":
+        return 1000.0 / m.tpot_ms.mean
+    # Online tables report means.
+    return {"ttft_ms": m.ttft_ms, "itl_ms": m.itl_ms, "tpot_ms": m.tpot_ms, "e2e_ms": m.e2e_ms}[
+        metric
+    ].mean
+
+
+def predict_row(row: dict[str, str], eff: Efficiency = DEFAULT_EFFICIENCY) -> RowResult:
+    """Predict one CSV row (or say why it cannot be represented)."""
+    res = RowResult(row["id"], row["model"], row["gpu"], row["metric"], float(row["value"]))
+    if res.metric not in PREDICTED_METRICS:
+        res.skipped = f"metric {res.metric!r} is an input of the model (acceptance), not an output"
+        return res
+    try:
+        model = catalog.load_model(_model_name(row["model"]))
+        gpu = catalog.load_gpu(_gpu_name(row["gpu"]))
+        ctx = Context(model=model, gpu=gpu, sla=NO_SLA, workload=Workload())
+        config, workload = _config_and_workload(row, ctx)
+    except LookupError as exc:
+        res.skipped = str(exc)
+        return res
+    ctx = ctx.model_copy(update={"workload": workload, "num_gpus": config.tensor_parallel_size})
+    metrics = predict_metrics(config, ctx, eff)
+    if not metrics.feasible:
+        res.skipped = f"predicted infeasible: {metrics.reason}"
+        return res
+    res.predicted = _value(res.metric, metrics)
+    return res
+
+
+def load_rows(path: Path) -> list[dict[str, str]]:
+    """Rows of the validation CSV."""
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def median_abs_errors(results: list[RowResult]) -> dict[str, tuple[float, int]]:
+    """Median absolute percent error and row count per metric."""
+    by_metric: dict[str, list[float]] = {}
+    for r in results:
+        if r.predicted is not None:
+            by_metric.setdefault(r.metric, []).append(abs(r.error_pct))
+    return {k: (statistics.median(v), len(v)) for k, v in sorted(by_metric.items())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the per-row table, skipped rows and per-metric median absolute error."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--json", action="store_true", help="print a JSON summary instead")
+    args = ap.parse_args(argv)
+    results = [predict_row(r) for r in load_rows(args.csv)]
+    summary = median_abs_errors(results)
+    if args.json:
+        print(
+            json.dumps({k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()})
+        )
+        return 0
+    head = ("id", "model", "gpu", "metric", "measured", "predicted", "err%")
+    print("{:6} {:24} {:28} {:27} {:>10} {:>10} {:>7}".format(*head))
+    for r in results:
+        if r.predicted is not None:
+            print(
+                f"{r.row_id:6} {r.model[:24]:24} {r.gpu[:28]:28} {r.metric:27} "
+                f"{r.measured:10.2f} {r.predicted:10.2f} {r.error_pct:+7.1f}"
+            )
+    print("\nskipped:")
+    for r in results:
+        if r.skipped:
+            print(f"  {r.row_id} {r.model} {r.metric}: {r.skipped}")
+    print("\nmedian absolute error per metric:")
+    for metric, (err, n) in summary.items():
+        flag = "" if n >= 5 else "  (fewer than 5 rows)"
+        print(f"  {metric:27} {err:6.1f}%  over {n} rows{flag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
