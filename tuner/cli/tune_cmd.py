@@ -1,0 +1,298 @@
+"""`tuner tune`, `tuner report DIR`, `tuner export --trial N DIR`: thin CLI over tuner.tune."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import optuna
+import typer
+from optuna.trial import FrozenTrial
+from pydantic import ValidationError
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from tuner import catalog
+from tuner.cli.app import app, console, guarded
+from tuner.errors import InputError
+from tuner.run_folder import write_exports
+from tuner.run_spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
+from tuner.search import DEFAULT_SAMPLER
+from tuner.specs import SLA, Workload
+from tuner.trials import ATTR_METRICS
+from tuner.tune import TuneOutcome, rebuild, require_recommendation, tune
+
+__all__ = ["build_run_spec", "export", "report", "tune_command"]
+
+# Closed-loop users of the default tuning workload: a moderately busy replica. Tune with
+# --concurrency / --rate (or --workload FILE) to match real traffic.
+DEFAULT_TUNE_CONCURRENCY = 32
+
+
+def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | None) -> SLA:
+    base = catalog.load_sla(preset)
+    if ttft_ms is None and tpot_ms is None and pct is None:
+        return base
+    update: dict[str, Any] = {"name": f"{base.name}-custom", "description": "custom bounds"}
+    if ttft_ms is not None:
+        update["ttft_ms"] = ttft_ms
+    if tpot_ms is not None:
+        update["tpot_ms"] = tpot_ms
+    if pct is not None:
+        update["percentile"] = pct
+    try:
+        return SLA.model_validate({**base.model_dump(), **update})
+    except ValidationError as exc:
+        raise InputError(catalog.format_validation_error(exc, "SLA flags", SLA)) from exc
+
+
+def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
+    given = {k: v for k, v in fields.items() if v is not None}
+    base: dict[str, Any] = {}
+    if file is not None:
+        base = catalog.load_yaml_model(file, Workload).model_dump()
+    elif "rate_rps" not in given:
+        base = {"concurrency": DEFAULT_TUNE_CONCURRENCY}
+    if "rate_rps" in given:
+        base.pop("concurrency", None)
+    try:
+        return Workload.model_validate({**base, **given})
+    except ValidationError as exc:
+        raise InputError(catalog.format_validation_error(exc, "workload flags", Workload)) from exc
+
+
+def build_run_spec(
+    *,
+    model: str,
+    gpu: str,
+    sla: str = "chat",
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    percentile: int | None = None,
+    space: str = "default",
+    num_gpus: int = 8,
+    workload_file: Path | None = None,
+    workload_fields: dict[str, Any] | None = None,
+    backend: str = "sim",
+    model_path: str | None = None,
+    model_source: str | None = None,
+    sampler: str = DEFAULT_SAMPLER,
+    trials: int = DEFAULT_TRIALS,
+    timeout_s: float | None = None,
+    seed: int = 0,
+    storage: str | None = None,
+    study_name: str = "tuner",
+) -> RunSpec:
+    """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
+    model_spec = catalog.load_model(model)
+    search_space = catalog.load_search_space(space)
+    options: dict[str, Any] = {"model_path": model_path} if model_path else {}
+    data = {
+        "model": model_spec,
+        "gpu": catalog.load_gpu(gpu),
+        "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
+        "workload": _workload(workload_file, workload_fields or {}),
+        "space": search_space,
+        "num_gpus": num_gpus,
+        "drafts": resolve_drafts(search_space),
+        "model_source": model_source or model_path or model_spec.hf_id or model,
+        "backend": backend,
+        "backend_options": options,
+        "sampler": sampler,
+        "trials": trials,
+        "timeout_s": timeout_s,
+        "seed": seed,
+        "storage": storage,
+        "study_name": study_name,
+    }
+    try:
+        return RunSpec.model_validate(data).check()
+    except ValidationError as exc:
+        raise InputError(catalog.format_validation_error(exc, "tune flags", RunSpec)) from exc
+
+
+class _ProgressCallback:
+    """Advances the Rich progress bar and tracks the best feasible throughput so far."""
+
+    def __init__(self, progress: Progress, task: Any, sla: SLA) -> None:
+        self.progress, self.task, self.sla = progress, task, sla
+        self.best: float | None = None
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        constraints = trial.constraints
+        metrics = trial.user_attrs.get(ATTR_METRICS)
+        if metrics and constraints and all(v <= 0 for v in constraints.values()):
+            tput = float(metrics["output_tokens_per_s_per_gpu"])
+            self.best = tput if self.best is None else max(self.best, tput)
+        best = "-" if self.best is None else f"{self.best:,.0f}"
+        self.progress.update(self.task, advance=1, best=best)
+
+
+def _pareto_table(outcome: TuneOutcome) -> Table:
+    pct = outcome.spec.sla.percentile
+    t = Table(title=f"Pareto set ({len(outcome.result.front)} of {len(outcome.records)} trials)")
+    for col in ("trial", "quant", "kv", "tp", "max seqs", "batched tok", "spec", "prefix",
+                f"TTFT P{pct} ms", f"TPOT P{pct} ms", "tok/s/GPU"):  # fmt: skip
+        t.add_column(col, justify="right")
+    by_number = {r.number: r for r in outcome.records}
+    for n in outcome.result.front:
+        r = by_number[n]
+        c, m = r.config, r.metrics
+        assert c is not None and m is not None
+        spec = f"{c.draft_model} x{c.num_speculative_tokens}" if c.num_speculative_tokens else "-"
+        style = "bold black on yellow" if n == outcome.result.recommended else None
+        t.add_row(
+            f"{n}{' *' if n == outcome.result.recommended else ''}", c.quantization.value,
+            c.kv_dtype.value, str(c.tensor_parallel_size), str(c.max_num_seqs),
+            str(c.max_num_batched_tokens), spec, "on" if c.enable_prefix_caching else "off",
+            f"{m.ttft_ms.at(pct):.1f}", f"{m.tpot_ms.at(pct):.2f}",
+            f"{m.output_tokens_per_s_per_gpu:,.0f}", style=style,
+        )  # fmt: skip
+    return t
+
+
+def _print_outcome(outcome: TuneOutcome) -> None:
+    if outcome.result.front:
+        console.print(_pareto_table(outcome))
+    console.print(f"run folder: {escape(str(outcome.run_dir))}")
+    for name, path in sorted(outcome.files.items()):
+        console.print(f"  {name}: {escape(str(path))}")
+    number = require_recommendation(outcome)  # exits 3 with the closest misses when none
+    room = "" if outcome.result.headroom_met else " (meets the SLA without the headroom margin)"
+    console.print(f"[bold]recommended: trial {number}[/]{room} (* in the table)")
+    vllm_sh = outcome.run_dir / "exports" / "vllm.sh"
+    if vllm_sh.exists():
+        console.print("vLLM: " + escape(vllm_sh.read_text().split("exec ", 1)[-1].strip()))
+
+
+@app.command("tune")
+@guarded
+def tune_command(
+    model: Annotated[
+        str | None, typer.Option(help="Model name, YAML card or HF config.json")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU profile name, NVML alias or YAML")] = None,
+    sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
+    ttft_ms: Annotated[float | None, typer.Option(help="Custom TTFT bound, ms")] = None,
+    tpot_ms: Annotated[float | None, typer.Option(help="Custom TPOT bound, ms")] = None,
+    percentile: Annotated[int | None, typer.Option(help="SLA percentile: 50/90/95/99")] = None,
+    space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
+    num_gpus: Annotated[int, typer.Option(help="GPUs available for tensor parallelism")] = 8,
+    workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
+    isl: Annotated[int | None, typer.Option(help="Input tokens per request")] = None,
+    osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
+    rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
+    prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
+    acceptance: Annotated[float | None, typer.Option(help="Speculative acceptance")] = None,
+    backend: Annotated[str, typer.Option(help="sim predicts; torch/vllm measure")] = "sim",
+    model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
+    model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
+    sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid | gp")] = (
+        DEFAULT_SAMPLER
+    ),
+    trials: Annotated[int | None, typer.Option(help="Finished trials to reach")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,
+    seed: Annotated[int, typer.Option(help="Sampler seed")] = 0,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (shared study)")] = None,
+    study: Annotated[str, typer.Option(help="Study name in the storage")] = "tuner",
+    out: Annotated[Path, typer.Option(help="Parent folder of run folders")] = Path("reports"),
+    run_dir: Annotated[Path | None, typer.Option(help="Exact run folder to write")] = None,
+    config: Annotated[Path | None, typer.Option(help="run.yaml of an earlier run to repeat")] = (
+        None
+    ),
+    resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
+) -> None:
+    """Search engine configs for the highest throughput per GPU that meets the SLA."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if resume is not None:
+        spec = load_run_spec(resume)
+        folder = resume
+    elif config is not None:
+        spec = load_run_spec(config)
+        folder = run_dir or out / run_dir_name(spec, datetime.now())
+    else:
+        if model is None or gpu is None:
+            raise InputError("--model and --gpu are required (or --config run.yaml / --resume DIR)")
+        spec = build_run_spec(
+            model=model, gpu=gpu, sla=sla, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+            percentile=percentile, space=space, num_gpus=num_gpus, workload_file=workload,
+            workload_fields={"input_tokens": isl, "output_tokens": osl,
+                             "concurrency": concurrency, "rate_rps": rate,
+                             "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
+                             "acceptance_rate": acceptance},
+            backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
+            trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
+            study_name=study,
+        )  # fmt: skip
+        folder = run_dir or out / run_dir_name(spec, datetime.now())
+    if trials is not None and (resume is not None or config is not None):
+        spec = spec.model_copy(update={"trials": trials})
+    columns = (
+        TextColumn("[progress.description]{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TextColumn("best feasible {task.fields[best]} tok/s/GPU"),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"tuning {spec.model.name} on {spec.gpu.name}",
+                                 total=spec.trials, best="-")  # fmt: skip
+        callback = _ProgressCallback(progress, task, spec.sla)
+        outcome = tune(spec, folder, resume=resume is not None, callbacks=[callback])
+    finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
+    console.print(
+        f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
+        f"{outcome.wall_s:.1f} s"
+    )
+    _print_outcome(outcome)
+
+
+@app.command()
+@guarded
+def report(run_dir: Annotated[Path, typer.Argument(help="Run folder")]) -> None:
+    """Rebuild a run folder's report, CSVs, best.yaml and exports from its study."""
+    outcome = rebuild(run_dir)
+    console.print(f"rebuilt {len(outcome.records)} trials in {outcome.wall_s:.1f} s")
+    _print_outcome(outcome)
+
+
+@app.command()
+@guarded
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Run folder")],
+    trial: Annotated[int, typer.Option(help="Trial number to export")],
+) -> None:
+    """Write vLLM / SGLang / TensorRT-LLM launch files for any evaluated trial."""
+    spec = load_run_spec(run_dir)
+    from tuner.trials import record_from_frozen
+    from tuner.tune import open_study
+
+    study = open_study(spec, run_dir, create=False)
+    found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
+    if not found:
+        raise InputError(f"{run_dir}: no trial {trial} (trials 0..{len(study.trials) - 1})")
+    record = record_from_frozen(found[0])
+    if record.config is None:
+        raise InputError(f"trial {trial} has no engine config ({record.reason or record.state})")
+    folder = run_dir / "exports" / f"trial-{trial}"
+    exports = write_exports(record.config, spec, folder, record.metrics)
+    if record.metrics is not None and not record.meets(spec.sla):
+        console.print(f"[yellow]note:[/] trial {trial} does not meet the SLA "
+                      f"({escape(record.reason or 'latency bound missed')})")  # fmt: skip
+    for engine, exp in exports.items():
+        if isinstance(exp, str):
+            console.print(f"[bold]{engine}[/]: not expressible: {escape(exp)}")
+        else:
+            console.print(f"[bold]{engine} {exp.version}[/]\n{escape(exp.command)}")
+            for note in exp.notes:
+                console.print(f"  note: {escape(note)}")
+    console.print(f"files: {escape(str(folder))}")

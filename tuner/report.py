@@ -1,0 +1,418 @@
+"""The HTML report: a plain ReportData object first, then Plotly figures rendered from it.
+
+The page is self-contained (plotly.js embedded once) so it opens offline. `report_data` is pure
+and tested; `render_html` only lays the data out.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from tuner.pareto import ParetoResult
+from tuner.run_spec import RunSpec
+from tuner.trials import TrialRecord
+
+__all__ = ["Point", "ReportData", "render_html", "report_data"]
+
+KNOB_COLUMNS = (
+    "quantization",
+    "kv_dtype",
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "draft_model",
+    "num_speculative_tokens",
+    "enable_prefix_caching",
+)
+# One colour per weight quantization (Plotly's qualitative "D3" palette, fixed order).
+QUANT_COLORS = {
+    "bf16": "#1f77b4", "fp16": "#17becf", "fp8": "#ff7f0e", "int8": "#2ca02c",
+    "int8-wo": "#98df8a", "int4-awq": "#d62728", "int4-gptq": "#9467bd",
+}  # fmt: skip
+FADED_COLOR = "rgba(120,120,120,0.25)"
+
+
+class Point(BaseModel):
+    """One evaluated variant as the plots need it."""
+
+    number: int
+    knobs: dict[str, Any]
+    ttft_ms: float
+    tpot_ms: float
+    tput_per_gpu: float
+    meets_sla: bool
+    on_front: bool
+    recommended: bool
+    hover: str
+
+
+class ReportData(BaseModel):
+    """Everything the report shows, computed from the run's records (no Plotly objects)."""
+
+    title: str
+    inputs: dict[str, str]
+    percentile: int
+    ttft_bound_ms: float | None
+    tpot_bound_ms: float | None
+    points: list[Point]
+    front: list[int]
+    recommended: int | None
+    headroom_met: bool
+    knee: int | None
+    rule: str
+    history_numbers: list[int]  # trial numbers in order
+    history_tput: list[float | None]  # feasible throughput per trial (None otherwise)
+    best_so_far: list[float | None]
+    hv_history: list[float]
+    importance: dict[str, dict[str, float]]  # objective -> knob -> importance
+    counts: dict[str, int]
+    pruned_reasons: dict[str, int]
+    closest: list[str]
+
+
+def _hover(r: TrialRecord, pct: int) -> str:
+    assert r.config is not None and r.metrics is not None
+    cfg = r.config.model_dump(mode="json")
+    lines = [f"<b>trial {r.number}</b>"] + [f"{k}: {v}" for k, v in cfg.items()]
+    m = r.metrics
+    lines += [
+        f"TTFT P{pct}: {m.ttft_ms.at(pct):.1f} ms",
+        f"TPOT P{pct}: {m.tpot_ms.at(pct):.2f} ms",
+        f"output tok/s/GPU: {m.output_tokens_per_s_per_gpu:.0f}",
+    ]
+    return "<br>".join(lines)
+
+
+def report_data(
+    spec: RunSpec,
+    records: list[TrialRecord],
+    result: ParetoResult,
+    importance: dict[str, dict[str, float]] | None = None,
+) -> ReportData:
+    """Gather the report's numbers from a finished run."""
+    sla, pct = spec.sla, spec.sla.percentile
+    front = set(result.front)
+    points = []
+    for r in records:
+        if not r.evaluated or r.config is None or r.metrics is None or not r.metrics.feasible:
+            continue
+        knobs = r.config.model_dump(mode="json")
+        points.append(
+            Point(
+                number=r.number,
+                knobs={k: knobs[k] for k in KNOB_COLUMNS},
+                ttft_ms=r.metrics.ttft_ms.at(pct),
+                tpot_ms=r.metrics.tpot_ms.at(pct),
+                tput_per_gpu=r.metrics.output_tokens_per_s_per_gpu,
+                meets_sla=r.meets(sla),
+                on_front=r.number in front,
+                recommended=r.number == result.recommended,
+                hover=_hover(r, pct),
+            )
+        )
+    ordered = sorted(records, key=lambda r: r.number)
+    tput: list[float | None] = []
+    best: list[float | None] = []
+    running: float | None = None
+    for r in ordered:
+        ok = r.meets(sla) and r.metrics is not None
+        value = r.metrics.output_tokens_per_s_per_gpu if ok and r.metrics else None
+        tput.append(value)
+        if value is not None and (running is None or value > running):
+            running = value
+        best.append(running)
+    counts = {s: sum(r.state == s for r in records) for s in ("complete", "pruned", "failed")}
+    counts["meets SLA"] = len(result.feasible)
+    counts["evaluations"] = sum(r.evaluated and r.duplicate_of is None for r in records)
+    pruned: dict[str, int] = {}
+    for r in records:
+        if r.state == "pruned" and r.reason:
+            key = r.reason.split("=")[0] if "=" in r.reason else r.reason
+            pruned[key] = pruned.get(key, 0) + 1
+    inputs = {
+        "model": f"{spec.model.name} ({spec.model_source})",
+        "GPU": f"{spec.gpu.display_name} x up to {spec.num_gpus}",
+        "SLA": _sla_text(spec),
+        "workload": _workload_text(spec),
+        "search space": spec.space.name,
+        "backend": spec.backend,
+        "sampler": f"{spec.sampler} (seed {spec.seed}), {spec.trials} trials",
+    }
+    return ReportData(
+        title=f"tuner: {spec.model.name} on {spec.gpu.name}, SLA {spec.sla.name}",
+        inputs=inputs,
+        percentile=pct,
+        ttft_bound_ms=sla.ttft_ms,
+        tpot_bound_ms=sla.tpot_ms,
+        points=points,
+        front=result.front,
+        recommended=result.recommended,
+        headroom_met=result.headroom_met,
+        knee=result.knee,
+        rule=result.rule,
+        history_numbers=[r.number for r in ordered],
+        history_tput=tput,
+        best_so_far=best,
+        hv_history=result.hv_history,
+        importance=importance or {},
+        counts=counts,
+        pruned_reasons=pruned,
+        closest=[f"trial {m.number}: {m.text}" for m in result.closest],
+    )
+
+
+def _sla_text(spec: RunSpec) -> str:
+    s = spec.sla
+    parts = []
+    if s.ttft_ms is not None:
+        parts.append(f"TTFT <= {s.ttft_ms:g} ms")
+    if s.tpot_ms is not None:
+        parts.append(f"TPOT <= {s.tpot_ms:g} ms")
+    bounds = " and ".join(parts) or "no latency bound (throughput)"
+    return f"{s.name}: {bounds} at P{s.percentile}"
+
+
+def _workload_text(spec: RunSpec) -> str:
+    w = spec.workload
+    load = f"Poisson {w.rate_rps:g} req/s" if w.rate_rps else f"{w.users} closed-loop users"
+    return (
+        f"{w.input_tokens} in / {w.output_tokens} out tokens (+-{w.length_spread:.0%}), {load}, "
+        f"{w.num_requests} requests, prefix hit {w.prefix_cache_hit:.0%}"
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
+    """Latency (TTFT or TPOT) vs throughput per GPU: all trials faded, front by quantization."""
+    label = "TPOT" if latency == "tpot_ms" else "TTFT"
+    bound = data.tpot_bound_ms if latency == "tpot_ms" else data.ttft_bound_ms
+    traces: list[dict[str, Any]] = []
+    others = [p for p in data.points if not p.on_front]
+    traces.append({
+        "type": "scatter", "mode": "markers", "name": "all trials",
+        "x": [p.tput_per_gpu for p in others], "y": [getattr(p, latency) for p in others],
+        "text": [p.hover for p in others], "hovertemplate": "%{text}<extra></extra>",
+        "marker": {"color": FADED_COLOR, "size": 6},
+    })  # fmt: skip
+    for quant, color in QUANT_COLORS.items():
+        pts = [p for p in data.points if p.on_front and p.knobs["quantization"] == quant]
+        if not pts:
+            continue
+        pts.sort(key=lambda p: p.tput_per_gpu)
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": f"Pareto: {quant}",
+            "x": [p.tput_per_gpu for p in pts], "y": [getattr(p, latency) for p in pts],
+            "text": [p.hover for p in pts], "hovertemplate": "%{text}<extra></extra>",
+            "marker": {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}},
+        })  # fmt: skip
+    rec = [p for p in data.points if p.recommended]
+    if rec:
+        traces.append({
+            "type": "scatter", "mode": "markers+text", "name": "recommended",
+            "x": [rec[0].tput_per_gpu], "y": [getattr(rec[0], latency)],
+            "text": ["recommended"], "textposition": "top center",
+            "hovertext": [rec[0].hover], "hovertemplate": "%{hovertext}<extra></extra>",
+            "marker": {"symbol": "star", "size": 22, "color": "gold",
+                       "line": {"width": 2, "color": "#000"}},
+        })  # fmt: skip
+    shapes = []
+    if bound is not None:
+        shapes.append({
+            "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": bound, "y1": bound,
+            "line": {"color": "crimson", "dash": "dash", "width": 2},
+        })  # fmt: skip
+    layout = {
+        "title": {"text": f"{label} P{data.percentile} vs output tokens/s per GPU"},
+        "xaxis": {"title": {"text": "output tokens/s per GPU"}},
+        "yaxis": {"title": {"text": f"{label} P{data.percentile} (ms)"}, "type": "log"},
+        "shapes": shapes,
+        "annotations": []
+        if bound is None
+        else [
+            {
+                "xref": "paper",
+                "x": 1,
+                "y": _log10(bound),
+                "yref": "y",
+                "xanchor": "right",
+                "text": f"SLA {label} {bound:g} ms",
+                "showarrow": False,
+                "font": {"color": "crimson"},
+                "yanchor": "bottom",
+            }
+        ],  # fmt: skip
+        "legend": {"orientation": "h", "y": -0.2},
+        "height": 520,
+    }
+    return {"data": traces, "layout": layout}
+
+
+def _log10(v: float) -> float:
+    import math
+
+    return math.log10(v)
+
+
+def _parallel_figure(data: ReportData) -> dict[str, Any]:
+    dims = []
+    for knob in KNOB_COLUMNS:
+        values = [p.knobs[knob] for p in data.points]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            dims.append({"label": knob, "values": values})
+        else:
+            cats = sorted({str(v) for v in values})
+            dims.append({
+                "label": knob, "values": [cats.index(str(v)) for v in values],
+                "tickvals": list(range(len(cats))), "ticktext": cats,
+            })  # fmt: skip
+    dims.append({"label": "tok/s/GPU", "values": [p.tput_per_gpu for p in data.points]})
+    color = [p.tput_per_gpu if p.meets_sla else 0.0 for p in data.points]
+    trace = {
+        "type": "parcoords", "dimensions": dims,
+        "line": {"color": color, "colorscale": "Viridis", "showscale": True,
+                 "colorbar": {"title": {"text": "tok/s/GPU (0 = misses SLA)"}}},
+    }  # fmt: skip
+    return {"data": [trace], "layout": {"title": {"text": "Knobs of every evaluated trial"},
+                                        "height": 480}}  # fmt: skip
+
+
+def _history_figure(data: ReportData) -> dict[str, Any]:
+    xs = data.history_numbers
+    traces = [
+        {"type": "scatter", "mode": "markers", "name": "feasible trial tok/s/GPU", "x": xs,
+         "y": data.history_tput, "marker": {"color": "#1f77b4", "size": 6}},
+        {"type": "scatter", "mode": "lines", "name": "best so far", "x": xs,
+         "y": data.best_so_far, "line": {"color": "#1f77b4", "shape": "hv"}},
+        {"type": "scatter", "mode": "lines", "name": "hypervolume", "x": xs,
+         "y": data.hv_history, "yaxis": "y2", "line": {"color": "#ff7f0e"}},
+    ]  # fmt: skip
+    layout = {
+        "title": {"text": "Optimisation history"},
+        "xaxis": {"title": {"text": "trial"}},
+        "yaxis": {"title": {"text": "output tokens/s per GPU (meets SLA)"}},
+        "yaxis2": {"title": {"text": "hypervolume"}, "overlaying": "y", "side": "right"},
+        "legend": {"orientation": "h", "y": -0.2},
+        "height": 440,
+    }
+    return {"data": traces, "layout": layout}
+
+
+def _importance_figure(data: ReportData) -> dict[str, Any]:
+    traces = []
+    for objective, scores in data.importance.items():
+        knobs = sorted(scores, key=lambda k: scores[k])
+        traces.append({"type": "bar", "orientation": "h", "name": objective,
+                       "y": knobs, "x": [scores[k] for k in knobs]})  # fmt: skip
+    layout = {
+        "title": {"text": "Parameter importance (PED-ANOVA, per objective)"},
+        "barmode": "group",
+        "xaxis": {"title": {"text": "importance"}},
+        "height": 420,
+    }
+    return {"data": traces, "layout": layout}
+
+
+def figures(data: ReportData) -> dict[str, dict[str, Any]]:
+    """Plotly figure dicts by element id, rendered from the report data."""
+    figs = {
+        "pareto-tpot": _front_figure(data, "tpot_ms"),
+        "pareto-ttft": _front_figure(data, "ttft_ms"),
+        "parallel": _parallel_figure(data),
+        "history": _history_figure(data),
+    }
+    if data.importance:
+        figs["importance"] = _importance_figure(data)
+    return figs
+
+
+# ----------------------------------------------------------------------------- page
+
+
+def _table(data: ReportData) -> str:
+    by_number = {p.number: p for p in data.points}
+    head = ["trial", *KNOB_COLUMNS, f"TTFT P{data.percentile} ms", f"TPOT P{data.percentile} ms",
+            "tok/s/GPU"]  # fmt: skip
+    rows = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for n in data.front:
+        p = by_number[n]
+        cls = ' class="recommended"' if p.recommended else ""
+        cells = [str(n), *(str(p.knobs[k]) for k in KNOB_COLUMNS),
+                 f"{p.ttft_ms:.1f}", f"{p.tpot_ms:.2f}", f"{p.tput_per_gpu:.0f}"]  # fmt: skip
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return '<table class="pareto">' + "".join(rows) + "</table>"
+
+
+def _summary(data: ReportData) -> str:
+    if data.recommended is None:
+        items = "".join(f"<li>{html.escape(c)}</li>" for c in data.closest)
+        return (
+            '<p class="fail"><b>No variant met the SLA; nothing is recommended.</b></p>'
+            f"<p>Closest variants:</p><ul>{items}</ul>"
+        )
+    p = next(p for p in data.points if p.number == data.recommended)
+    room = "" if data.headroom_met else " (meets the SLA but without the headroom margin)"
+    knobs = ", ".join(f"{k}={v}" for k, v in p.knobs.items())
+    return (
+        f'<p class="ok"><b>Recommended: trial {p.number}</b>{room}: {html.escape(knobs)}; '
+        f"TTFT P{data.percentile} {p.ttft_ms:.1f} ms, TPOT P{data.percentile} "
+        f"{p.tpot_ms:.2f} ms, {p.tput_per_gpu:.0f} output tokens/s per GPU.</p>"
+    )
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f3f3f3} tr.recommended td{background:#fff3b0;font-weight:bold}
+.ok{background:#eef8ee;padding:8px}.fail{background:#fdeaea;padding:8px}
+.inputs td{text-align:left} .plot{margin:16px 0} #js-errors{color:#b00}
+"""
+
+
+def render_html(data: ReportData) -> str:
+    """A self-contained HTML page (plotly.js embedded) rendering `data`."""
+    from plotly.offline import get_plotlyjs
+
+    figs = figures(data)
+    inputs = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+        for k, v in data.inputs.items()
+    )
+    counts = ", ".join(f"{v} {k}" for k, v in data.counts.items())
+    pruned = "; ".join(f"{k}: {v}" for k, v in sorted(data.pruned_reasons.items()))
+    pruned_text = f" Pruned before evaluation: {html.escape(pruned)}" if pruned else ""
+    divs = "".join(f'<div class="plot" id="{fid}"></div>' for fid in figs)
+    script = "\n".join(
+        f"Plotly.newPlot({json.dumps(fid)}, {json.dumps(f['data'])}, {json.dumps(f['layout'])},"
+        " {responsive: true});"
+        for fid, f in figs.items()
+    )
+    # Errors are shown on the page so a broken report is visible (and testable) offline.
+    onerror = (
+        "window.addEventListener('error', function(e){var d=document.getElementById('js-errors');"
+        "d.textContent += 'JavaScript error: ' + e.message + '\\n';});"
+    )
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{html.escape(data.title)}</title>
+<style>{_CSS}</style><script>{onerror}</script>
+<script>{get_plotlyjs()}</script></head>
+<body><h1>{html.escape(data.title)}</h1>
+<pre id="js-errors"></pre>
+{_summary(data)}
+<p><b>Recommendation rule.</b> {html.escape(data.rule)}</p>
+<table class="inputs">{inputs}</table>
+<p>Trials: {html.escape(counts)}.{pruned_text}</p>
+<h2>Pareto set</h2>{_table(data)}
+{divs}
+<script>{script}
+document.body.setAttribute('data-plots-rendered',
+  document.querySelectorAll('.plot .main-svg').length);
+</script>
+</body></html>
+"""

@@ -1,0 +1,160 @@
+"""Write a run's result files (CSV, best.yaml, exports, report) from its trial records."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tuner.errors import InputError
+from tuner.export import sglang, trtllm, vllm
+from tuner.export.bundle import EngineExport
+from tuner.pareto import ParetoResult
+from tuner.report import render_html, report_data
+from tuner.run_spec import RunSpec
+from tuner.specs import EngineConfig, Metrics
+from tuner.trials import TrialRecord
+
+__all__ = [
+    "OUTPUT_FILES",
+    "export_config",
+    "write_best",
+    "write_exports",
+    "write_outputs",
+    "write_trials_csv",
+]
+
+OUTPUT_FILES = ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml")
+_KNOBS = tuple(EngineConfig.model_fields)
+
+
+def _row(r: TrialRecord, spec: RunSpec) -> dict[str, Any]:
+    pct = spec.sla.percentile
+    row: dict[str, Any] = {"trial": r.number, "state": r.state}
+    cfg = r.config.model_dump(mode="json") if r.config else {}
+    for k in _KNOBS:
+        row[k] = cfg.get(k, r.params.get(k, ""))
+    m = r.metrics
+    row["meets_sla"] = r.meets(spec.sla)
+    row["duplicate_of"] = "" if r.duplicate_of is None else r.duplicate_of
+    row["reason"] = r.reason or ""
+    for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        for p in (50, pct, 99):
+            row[f"{name.removesuffix('_ms')}_p{p}_ms"] = getattr(m, name).at(p) if m else ""
+    row["output_tokens_per_s"] = m.output_tokens_per_s if m else ""
+    row["output_tokens_per_s_per_gpu"] = m.output_tokens_per_s_per_gpu if m else ""
+    row["goodput_rps"] = m.goodput_rps if m else ""
+    row["weights_gib"] = m.weights_gib if m else ""
+    row["kv_capacity_tokens"] = m.kv_capacity_tokens if m else ""
+    row["backend"] = m.backend if m else ""
+    row["duration_s"] = "" if r.duration_s is None else round(r.duration_s, 4)
+    return row
+
+
+def write_trials_csv(records: list[TrialRecord], spec: RunSpec, path: Path) -> None:
+    """One row per trial: knobs, state, SLA status, latencies, throughput, memory."""
+    rows = [_row(r, spec) for r in records]
+    fields = list(_row(TrialRecord(number=0, state="failed", params={}), spec))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def export_config(
+    config: EngineConfig, spec: RunSpec, metrics: Metrics | None = None
+) -> dict[str, EngineExport | str]:
+    """Each engine's export for `config`, or the reason that engine cannot express it."""
+    out: dict[str, EngineExport | str] = {}
+    model = spec.model_source
+    makers = {
+        "vllm": lambda: vllm.export(config, model),
+        "sglang": lambda: sglang.export(config, model),
+        "trtllm": lambda: trtllm.export(config, model, metrics=metrics),
+    }
+    for engine, make in makers.items():
+        try:
+            out[engine] = make()
+        except InputError as exc:
+            out[engine] = str(exc)
+    return out
+
+
+def write_exports(
+    config: EngineConfig, spec: RunSpec, folder: Path, metrics: Metrics | None = None
+) -> dict[str, EngineExport | str]:
+    """Write every engine's files plus a README with commands and caveats into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exports = export_config(config, spec, metrics)
+    readme = ["# Launch recipes for this variant", ""]
+    readme.append(yaml.safe_dump({"config": config.model_dump(mode="json")}, sort_keys=False))
+    for engine, exp in exports.items():
+        if isinstance(exp, str):
+            readme += [f"## {engine}: not expressible", "", exp, ""]
+            continue
+        for name, text in exp.files.items():
+            (folder / name).write_text(text)
+        readme += [f"## {engine} {exp.version}", "", exp.command, ""]
+        readme += [f"NOTE: {n}" for n in exp.notes] + [""]
+    (folder / "README.md").write_text("\n".join(readme))
+    return exports
+
+
+def write_best(spec: RunSpec, records: list[TrialRecord], result: ParetoResult, path: Path) -> None:
+    """best.yaml: the recommended variant with its metrics, or the closest misses."""
+    by_number = {r.number: r for r in records}
+    data: dict[str, Any] = {"sla": spec.sla.model_dump(mode="json"), "rule": result.rule}
+    if result.recommended is None:
+        data["recommended"] = None
+        data["closest"] = [m.model_dump() for m in result.closest]
+    else:
+        rec = by_number[result.recommended]
+        assert rec.config is not None and rec.metrics is not None
+        pct = spec.sla.percentile
+        data["recommended"] = {
+            "trial": rec.number,
+            "headroom_met": result.headroom_met,
+            "config": rec.config.model_dump(mode="json"),
+            f"ttft_p{pct}_ms": rec.metrics.ttft_ms.at(pct),
+            f"tpot_p{pct}_ms": rec.metrics.tpot_ms.at(pct),
+            "output_tokens_per_s_per_gpu": rec.metrics.output_tokens_per_s_per_gpu,
+            "output_tokens_per_s": rec.metrics.output_tokens_per_s,
+            "kv_capacity_tokens": rec.metrics.kv_capacity_tokens,
+            "weights_gib": rec.metrics.weights_gib,
+            "backend": rec.metrics.backend,
+        }
+    data["pareto_trials"] = result.front
+    data["knee_trial"] = result.knee
+    data["hypervolume"] = result.hypervolume
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def write_outputs(
+    spec: RunSpec,
+    records: list[TrialRecord],
+    result: ParetoResult,
+    run_dir: Path,
+    importance: dict[str, dict[str, float]] | None = None,
+) -> dict[str, Path]:
+    """Write every result file of a run folder; returns name -> path."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = {name: run_dir / name for name in OUTPUT_FILES}
+    files["run.yaml"].write_text(spec.to_yaml())
+    write_trials_csv(sorted(records, key=lambda r: r.number), spec, files["trials.csv"])
+    front = {n: i for i, n in enumerate(result.front)}
+    write_trials_csv(
+        sorted((r for r in records if r.number in front), key=lambda r: front[r.number]),
+        spec,
+        files["pareto.csv"],
+    )
+    write_best(spec, records, result, files["best.yaml"])
+    if result.recommended is not None:
+        rec = next(r for r in records if r.number == result.recommended)
+        assert rec.config is not None
+        write_exports(rec.config, spec, run_dir / "exports", rec.metrics)
+        files["exports"] = run_dir / "exports"
+    data = report_data(spec, records, result, importance)
+    files["report.html"].write_text(render_html(data))
+    return files
