@@ -3,7 +3,11 @@
 Raw asyncio HTTP/1.1 (no web framework), run in a background thread. Each request streams
 `tokens_per_chunk` tokens per SSE chunk: the first chunk `ttft_s` after the request arrives,
 then one chunk every `itl_s`. Without `ignore_eos` a request stops at `eos_after` tokens, like
-a model emitting EOS early.
+a model emitting EOS early. It also answers `/health` and a vLLM-style `/metrics`.
+
+Run as a script (`python _fake_openai.py -m vllm... --port N --served-model-name M`) it stands
+in for a vLLM server process: unknown arguments are ignored, `--fake-crash LINE` prints LINE and
+exits 1 at startup, `--fake-startup-s S` delays readiness.
 """
 
 from __future__ import annotations
@@ -75,11 +79,35 @@ def _chunk(data: str) -> bytes:
     return f"{len(raw):x}\r\n".encode() + raw + b"\r\n"
 
 
+def _metrics_text(generated: int, prompt: int, running: int) -> str:
+    """vLLM-style exposition: spec decode accepts half the drafts, prefix cache hits a quarter."""
+    lines = [
+        "# HELP vllm:generation_tokens_total Number of generation tokens processed.",
+        "# TYPE vllm:generation_tokens_total counter",
+        f'vllm:generation_tokens_total{{engine="0"}} {generated}.0',
+        f'vllm:prompt_tokens_total{{engine="0"}} {prompt}.0',
+        f'vllm:num_preemptions_total{{engine="0"}} {generated // 100}.0',
+        f'vllm:num_requests_running{{engine="0"}} {running}.0',
+        'vllm:num_requests_waiting{engine="0"} 0.0',
+        f'vllm:kv_cache_usage_perc{{engine="0"}} {min(running / 10, 1.0)}',
+        f'vllm:spec_decode_num_drafts_total{{engine="0"}} {generated // 2}.0',
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {generated * 2}.0',
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {generated}.0',
+        f'vllm:prefix_cache_queries_total{{engine="0"}} {prompt}.0',
+        f'vllm:prefix_cache_hits_total{{engine="0"}} {prompt // 4}.0',
+        'vllm:cache_config_info{block_size="16",kv_cache_size_tokens="4096"} 1.0',
+    ]
+    return "\n".join(lines) + "\n"
+
+
 class _Handler:
     def __init__(self, server: FakeServer):
         self.server = server
         self.cfg = server.config
         self.generations = 0
+        self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.running = 0
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -96,6 +124,16 @@ class _Handler:
         cfg = self.cfg
         if cfg.api_key and headers.get("authorization") != f"Bearer {cfg.api_key}":
             writer.write(_response(401, {"error": {"message": "bad key"}}))
+        elif path == "/health":
+            writer.write(_response(200, {}))
+        elif path == "/metrics":
+            text = _metrics_text(self.generated_tokens, self.prompt_tokens, self.running)
+            body = text.encode()
+            writer.write(
+                f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
         elif path == "/v1/models":
             writer.write(_response(200, {"data": [{"id": cfg.model, "object": "model"}]}))
         elif path == "/tokenize" and cfg.tokenize:
@@ -128,6 +166,15 @@ class _Handler:
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
+        self.running += 1
+        try:
+            await self.stream(n, n_in, chat, req, writer)
+        finally:
+            self.running -= 1
+
+    async def stream(self, n: int, n_in: int, chat: bool, req: dict[str, Any], writer) -> None:
+        cfg = self.cfg
+        self.prompt_tokens += n_in
         await asyncio.sleep(cfg.ttft_s)
         sent = 0
         while sent < n:
@@ -139,6 +186,7 @@ class _Handler:
             writer.write(_chunk(json.dumps({"choices": [choice]})))
             await writer.drain()
             sent += k
+            self.generated_tokens += k
             if sent < n:
                 await asyncio.sleep(cfg.itl_s)
         if cfg.send_usage and (req.get("stream_options") or {}).get("include_usage"):
@@ -177,3 +225,38 @@ class running_fake_server:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
         self.loop.close()
+
+
+def main(argv: list[str]) -> None:
+    """Serve in the foreground, standing in for `python -m vllm.entrypoints.openai.api_server`."""
+    import argparse
+    import sys
+    import time
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--served-model-name", default="fake-model")
+    parser.add_argument("--fake-crash", default=None)
+    parser.add_argument("--fake-startup-s", type=float, default=0.0)
+    parser.add_argument("--fake-itl-s", type=float, default=0.01)
+    args, _ = parser.parse_known_args(argv)
+    if args.fake_crash:
+        print("INFO starting", flush=True)
+        print(args.fake_crash, flush=True)
+        sys.exit(1)
+    time.sleep(args.fake_startup_s)
+    cfg = FakeServerConfig(model=args.served_model_name, ttft_s=0.02, itl_s=args.fake_itl_s)
+
+    async def serve() -> None:
+        srv = await asyncio.start_server(_Handler(FakeServer(cfg)), "127.0.0.1", args.port)
+        print(f"INFO serving on port {args.port}", flush=True)
+        async with srv:
+            await srv.serve_forever()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

