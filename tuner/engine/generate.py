@@ -144,7 +144,9 @@ class Engine:
         """Draft k tokens per decoding sequence (and feed prefill chunks to the draft cache)."""
         assert self.draft is not None and self.draft_cache is not None
         proposals: dict[int, tuple[list[int], list[Tensor]]] = {}
-        runs, want, decoding = [], [], []
+        runs: list[tuple[Sequence, int, list[int]]] = []
+        want: list[list[int]] = []
+        decoding: list[Sequence] = []
         for seq, n in plan:
             if seq.in_prefill:  # keep the draft cache in step with the target's prefill
                 runs.append(
@@ -182,7 +184,8 @@ class Engine:
             return []
         self.steps += 1
         proposals = self._propose(plan) if self.k else {}
-        runs, want = [], []
+        runs: list[tuple[Sequence, int, list[int]]] = []
+        want: list[list[int]] = []
         for seq, n in plan:
             if seq.seq_id in proposals:  # verify last token + k draft tokens in one pass
                 toks = [seq.tokens[-1], *proposals[seq.seq_id][0]]

@@ -48,14 +48,17 @@ def make_batch(
             pad_index.append(b * q_max + i)
         last_index.append(len(positions) - 1)
         tables.append(table + [0] * (max_blocks - len(table)))
-    as_long = {"dtype": torch.long, "device": device}
+
+    def as_long(values: list[int] | list[list[int]]) -> Tensor:
+        return torch.tensor(values, dtype=torch.long, device=device)
+
     return AttentionBatch(
-        positions=torch.tensor(positions, **as_long),
-        slots=torch.tensor(slots, **as_long),
-        block_tables=torch.tensor(tables, **as_long),
-        seq_lens=torch.tensor([s + n for _, s, n in runs], **as_long),
-        pad_index=torch.tensor(pad_index, **as_long),
-        last_index=torch.tensor(last_index, **as_long),
+        positions=as_long(positions),
+        slots=as_long(slots),
+        block_tables=as_long(tables),
+        seq_lens=as_long([s + n for _, s, n in runs]),
+        pad_index=as_long(pad_index),
+        last_index=as_long(last_index),
         q_max=q_max,
     )
 

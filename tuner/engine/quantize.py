@@ -1,12 +1,12 @@
 """Weight quantization variants: replace every nn.Linear (except MoE routers) in place.
 
-| EngineConfig.quantization | storage                          | CPU kernel                          |
-|---------------------------|----------------------------------|-------------------------------------|
-| bf16 / fp16               | 16-bit                           | F.linear                            |
-| int8-wo                   | int8 per-channel, w8a16          | aten._weight_int8pack_mm            |
-| int4-awq / int4-gptq      | uint4 group 128 scale+zero, w4a16| aten._weight_int4pack_mm_for_cpu    |
-| fp8                       | e4m3 per-channel scale           | dequantize then F.linear (*)        |
-| int8                      | int8 per-channel, w8a8 dynamic   | aten._int_mm (per-token act scales) |
+| EngineConfig.quantization | storage                            | CPU kernel                   |
+|---------------------------|------------------------------------|------------------------------|
+| bf16 / fp16               | 16-bit                             | F.linear                     |
+| int8-wo                   | int8 per-channel (w8a16)           | aten._weight_int8pack_mm     |
+| int4-awq / int4-gptq      | uint4 group 128 scale+zero (w4a16) | aten int4pack_mm_for_cpu    |
+| fp8                       | e4m3, per-channel scale            | dequantize, then F.linear (*) |
+| int8                      | int8 per-channel, dynamic int8 acts| aten._int_mm (w8a8)          |
 
 (*) torch._scaled_mm runs on CPU but measured ~400x slower than dequantize+matmul here, so on
 CPU fp8 is weight-only; on CUDA with fp8 tensor cores (sm >= 89) fp8 runs w8a8 via _scaled_mm.
@@ -39,6 +39,10 @@ class QuantizedLinear(nn.Module):
     """Base: holds the original shape; `path` names the kernel forward() runs."""
 
     path = "dense"
+    weight: Tensor
+    scales: Tensor
+    scales_and_zeros: Tensor
+    weight_t: Tensor
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
@@ -193,7 +197,7 @@ def _make(kind: str, linear: nn.Linear, use_triton: bool) -> nn.Module:
     raise ValueError(f"unknown quantization {kind!r}")
 
 
-def quantize_model(model: nn.Module, kind: str, *, use_triton: bool = False) -> dict[str, str]:
+def quantize_model(model: nn.Module, kind: str, *, use_triton: bool = False) -> dict[str, int]:
     """Replace Linear layers by the `kind` variant in place; return {kernel path: layer count}."""
     if kind in ("bf16", "fp16", "fp32"):
         return {"F.linear": sum(isinstance(m, nn.Linear) for m in model.modules())}
@@ -210,7 +214,7 @@ def quantize_model(model: nn.Module, kind: str, *, use_triton: bool = False) -> 
         setattr(parent, attr, q)
         path = getattr(q, "path", "?")
         paths[path] = paths.get(path, 0) + 1
-    return {k: str(v) for k, v in paths.items()}
+    return paths
 
 
 def kl_divergence(ref_logits: Tensor, test_logits: Tensor) -> Tensor:

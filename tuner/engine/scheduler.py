@@ -79,7 +79,7 @@ class Scheduler:
         seq.blocks = []
 
     def _grow(self, seq: Sequence, num_tokens: int) -> bool:
-        """Make room for seq's K/V up to num_computed + num_tokens (+ lookahead); False if no room."""
+        """Allocate blocks for num_tokens more tokens (+ speculative lookahead); False if full."""
         lookahead = self.decode_tokens - 1
         need = blocks_needed(seq.num_computed + num_tokens + lookahead, self.block_size)
         extra = need - len(seq.blocks)
