@@ -123,8 +123,14 @@ def simulate(
     limits: SchedulerLimits,
     target: StepCostModel,
     spec: Speculation | None = None,
+    *,
+    max_run_steps: int | None = None,
 ) -> SimResult:
-    """Run the requests through the continuous-batching engine; deterministic for given inputs."""
+    """Run the requests through the continuous-batching engine; deterministic for given inputs.
+
+    `max_run_steps` caps how many identical decode steps are summed at once (1 = step by step,
+    the reference the closed-form runs are tested against).
+    """
     n = requests.count
     prompt = requests.prompt_tokens.tolist()
     out = requests.output_tokens.tolist()
@@ -320,6 +326,8 @@ def simulate(
                 d0 = const + per_ctx * (sum_base + num_decode * G)
                 slope = per_ctx * num_decode * tps
                 steps = min(steps, max(1, _steps_until(wait, d0, slope)))
+            if max_run_steps is not None:
+                steps = min(steps, max_run_steps)
             if decode_blocks_bound(G + (steps - 1) * tps) + prefill_blocks > capacity:
                 steps = _steps_within_kv(
                     decoding, G, tps, queries, bs, capacity - prefill_blocks, steps

@@ -1,0 +1,170 @@
+"""Scheduler simulation: closed-form runs equal step-by-step; invariants, preemption, seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tuner import catalog
+from tuner.perf.costs import step_cost_model
+from tuner.perf.memory import plan_memory
+from tuner.perf.scheduler import SchedulerLimits, make_requests, simulate
+from tuner.perf.speculative import Speculation, step_coeffs
+from tuner.perf.summary import summarize
+from tuner.specs import SLA, EngineConfig, Workload
+
+MODEL = catalog.load_model("llama-3.1-8b")
+GPU = catalog.load_gpu("h200-sxm")
+COST = step_cost_model(MODEL, GPU, EngineConfig())
+PLAN = plan_memory(MODEL, GPU, EngineConfig(), Workload())
+
+
+def _limits(**kw: object) -> SchedulerLimits:
+    base: dict[str, object] = {
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 8192,
+        "kv_capacity_blocks": PLAN.kv_capacity_blocks,
+    }
+    base.update(kw)
+    return SchedulerLimits(**base)  # type: ignore[arg-type]
+
+
+def test_single_request_timeline_matches_the_step_costs_exactly() -> None:
+    prompt, out = 700, 50
+    res = simulate(make_requests(1, prompt, out), _limits(), COST)
+    const, _ = step_coeffs(COST, None, 0, prompt, 1)
+    prefill_s = const + COST.prefill_attn_s(prompt, 0)
+    a, c = step_coeffs(COST, None, 1, 0, 0)
+    decode_s = sum(a + c * (prompt + j) for j in range(out - 1))
+    assert res.first_token_s[0] == pytest.approx(prefill_s, rel=1e-12)
+    assert res.finish_s[0] == pytest.approx(prefill_s + decode_s, rel=1e-9)
+    itl, weight = res.itl_samples()
+    assert weight.sum() == out - 1
+    assert float((itl * weight).sum()) == pytest.approx(decode_s, rel=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(min_value=1, max_value=40),
+    isl=st.integers(min_value=1, max_value=3000),
+    osl=st.integers(min_value=1, max_value=300),
+    spread=st.sampled_from([0.0, 0.5, 0.9]),
+    users=st.integers(min_value=1, max_value=16),
+    rate=st.sampled_from([None, 2.0, 50.0]),
+    max_seqs=st.sampled_from([2, 8, 256]),
+    budget=st.sampled_from([512, 2048, 8192]),
+    kv_blocks=st.sampled_from([400, 2000, 100_000]),
+    chunked=st.booleans(),
+    seed=st.integers(0, 3),
+)
+def test_closed_form_runs_equal_step_by_step_simulation(
+    n: int,
+    isl: int,
+    osl: int,
+    spread: float,
+    users: int,
+    rate: float | None,
+    max_seqs: int,
+    budget: int,
+    kv_blocks: int,
+    chunked: bool,
+    seed: int,
+) -> None:
+    reqs = make_requests(n, isl, osl, length_spread=spread, rate_rps=rate, users=users, seed=seed)
+    longest = int((reqs.prompt_tokens + reqs.output_tokens).max())
+    lim = _limits(
+        max_num_seqs=max_seqs,
+        max_num_batched_tokens=budget,
+        kv_capacity_blocks=max(kv_blocks, longest // 16 + 2),
+        enable_chunked_prefill=chunked,
+    )
+    fast = simulate(reqs, lim, COST)
+    slow = simulate(reqs, lim, COST, max_run_steps=1)
+    for name in ("first_token_s", "finish_s", "scheduled_s"):
+        np.testing.assert_allclose(getattr(fast, name), getattr(slow, name), rtol=1e-9, atol=1e-12)
+    assert fast.num_steps == slow.num_steps
+    assert fast.preemptions == slow.preemptions
+    fv, fw = fast.itl_samples()
+    sv, sw = slow.itl_samples()
+    assert fw.sum() == sw.sum()
+    assert float((fv * fw).sum()) == pytest.approx(float((sv * sw).sum()), rel=1e-9)
+    # every request finished, in order of its own events
+    assert np.all(np.isfinite(fast.finish_s))
+    assert np.all(fast.arrival_s <= fast.scheduled_s)
+    assert np.all(fast.scheduled_s < fast.first_token_s)
+    assert np.all(fast.first_token_s <= fast.finish_s)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    users=st.integers(min_value=1, max_value=64),
+    isl=st.integers(min_value=16, max_value=2048),
+    osl=st.integers(min_value=2, max_value=256),
+    spread=st.sampled_from([0.0, 0.3]),
+    rate=st.sampled_from([None, 5.0]),
+)
+def test_ttft_percentiles_cover_queue_time_and_throughput_is_bounded_by_tpot(
+    users: int, isl: int, osl: int, spread: float, rate: float | None
+) -> None:
+    reqs = make_requests(3 * users, isl, osl, length_spread=spread, rate_rps=rate, users=users)
+    res = simulate(reqs, _limits(), COST)
+    m = summarize(res, PLAN, SLA(), num_gpus=1)
+    for p in (50, 90, 95, 99):
+        assert m.ttft_ms.at(p) >= m.queue_ms.at(p)
+    if rate is None and spread == 0.0:
+        out = res.output_tokens
+        tpot_s = (res.finish_s - res.first_token_s) / (out - 1)
+        # Each user's requests run back to back, each needs at least (osl - 1) x TPOT.
+        bound = users * osl / ((osl - 1) * tpot_s.min())
+        assert m.output_tokens_per_s <= bound * (1 + 1e-9)
+
+
+def test_kv_exhaustion_preempts_and_every_request_still_completes() -> None:
+    reqs = make_requests(64, 1000, 500, users=64)
+    tight = _limits(kv_capacity_blocks=64 * 1000 // 16)  # prompts fit, their outputs do not
+    res = simulate(reqs, tight, COST)
+    assert res.preemptions > 0
+    assert np.all(np.isfinite(res.finish_s))
+    assert res.kv_peak_fraction <= 1.0 + 1e-9
+    roomy = simulate(reqs, _limits(), COST)
+    assert roomy.preemptions == 0
+    assert res.finish_s.max() > roomy.finish_s.max()  # recompute costs time
+
+
+def test_prefix_cache_hits_cut_prefill_work_and_ttft() -> None:
+    reqs = make_requests(50, 4000, 32, rate_rps=4.0)
+    cold = simulate(reqs, _limits(), COST)
+    warm = simulate(reqs, _limits(prefix_cache_hit=0.75), COST)
+    assert warm.prefill_tokens_computed < 0.5 * cold.prefill_tokens_computed
+    assert np.median(warm.first_token_s - warm.arrival_s) < np.median(
+        cold.first_token_s - cold.arrival_s
+    )
+
+
+def test_same_seed_same_result_and_different_seed_differs() -> None:
+    def run(seed: int) -> np.ndarray:
+        reqs = make_requests(80, 512, 128, length_spread=0.5, rate_rps=10.0, seed=seed)
+        return simulate(reqs, _limits(), COST).finish_s
+
+    np.testing.assert_array_equal(run(3), run(3))
+    assert not np.array_equal(run(3), run(4))
+
+
+def test_max_num_seqs_limits_the_batch() -> None:
+    reqs = make_requests(32, 128, 64, users=32)
+    capped = simulate(reqs, _limits(max_num_seqs=4), COST)
+    _, weight = capped.itl_samples()
+    assert weight.max() <= 4
+    free = simulate(reqs, _limits(), COST)
+    assert capped.finish_s.max() > free.finish_s.max()
+
+
+def test_speculation_advances_several_tokens_per_step() -> None:
+    spec = Speculation(num_spec_tokens=4, acceptance=0.8, draft=None)
+    reqs = make_requests(1, 128, 200)
+    plain = simulate(reqs, _limits(), COST)
+    fast = simulate(reqs, _limits(), COST, spec)
+    assert fast.num_steps < plain.num_steps / 2
+    assert fast.finish_s[0] < plain.finish_s[0]
