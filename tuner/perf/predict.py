@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tuner.perf.costs import step_cost_model
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import GIB, plan_memory
@@ -83,6 +85,15 @@ def predict_metrics(
         request_overhead_s=eff.request_overhead_s,
     )
     result = simulate(requests, limits, target, spec)
+    unfinished = int((~np.isfinite(result.finish_s)).sum())
+    if unfinished:
+        return Metrics.infeasible(
+            f"{unfinished} of {requests.count} requests could never be scheduled "
+            f"(KV capacity {plan.kv_capacity_tokens} tokens)",
+            BACKEND,
+            weights_gib=plan.weights_gib,
+            kv_capacity_tokens=plan.kv_capacity_tokens,
+        )
     metrics = summarize(result, plan, ctx.sla, config.tensor_parallel_size, BACKEND)
     metrics.extra["kernel_path"] = target.kernel_path
     metrics.extra["tokens_per_step"] = spec.tokens_per_step if spec else 1.0
