@@ -9,6 +9,7 @@ reason kept as a trial attribute; duplicate variants reuse the first evaluation.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
@@ -42,6 +43,7 @@ __all__ = [
     "make_storage",
     "optimize",
     "records",
+    "record_from_frozen",
     "suggest_params",
 ]
 
@@ -55,6 +57,10 @@ STARTUP_TRIALS = 10
 NSGA2_POPULATION = 20
 # Grid search keeps at most this many values of an integer range (evenly spaced, ends kept).
 GRID_POINTS_PER_RANGE = 8
+
+# Several workers opening one new RDB study race to create its tables: retry this often.
+STORAGE_OPEN_ATTEMPTS = 5
+STORAGE_RETRY_S = 0.5
 
 # Order matters: samplers see knobs in this order every trial.
 KNOBS: tuple[str, ...] = (
@@ -137,10 +143,17 @@ def make_storage(url: str) -> optuna.storages.BaseStorage:
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
         return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-    try:
-        return optuna.storages.RDBStorage(url)
-    except Exception as exc:  # SQLAlchemy raises many kinds for a bad URL
-        raise InputError(f"cannot open storage {url!r}: {exc}") from exc
+    last: Exception | None = None
+    for attempt in range(STORAGE_OPEN_ATTEMPTS):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except (ImportError, ValueError) as exc:  # bad URL or missing DB driver: no retry
+            raise InputError(f"cannot open storage {url!r}: {exc}") from exc
+        except Exception as exc:  # SQLAlchemy OperationalError etc. (schema race, lock)
+            last = exc
+            # Workers started together race to create the schema; the loser retries.
+            time.sleep(STORAGE_RETRY_S * (attempt + 1))
+    raise InputError(f"cannot open storage {url!r}: {last}") from last
 
 
 def create_study(

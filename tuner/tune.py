@@ -62,14 +62,18 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
     return search.create_study(storage, spec.study_name, spec.sla, sampler)
 
 
-def _objective_getter(index: int) -> Callable[[FrozenTrial], float]:
+def _objective_getter(index: int, maximize: bool) -> Callable[[FrozenTrial], float]:
+    sign = -1.0 if maximize else 1.0  # PED-ANOVA explains what makes the target *low*
+
     def value(trial: FrozenTrial) -> float:
-        return float(trial.values[index])
+        return sign * float(trial.values[index])
 
     return value
 
 
-def importances(study: optuna.Study, names: list[str]) -> dict[str, dict[str, float]]:
+def importances(
+    study: optuna.Study, names: list[str], maximize: list[bool]
+) -> dict[str, dict[str, float]]:
     """PED-ANOVA importance of each knob per objective (empty when too few trials)."""
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if len(done) < 2:
@@ -79,7 +83,7 @@ def importances(study: optuna.Study, names: list[str]) -> dict[str, dict[str, fl
     for i, name in enumerate(names):
         try:
             scores = optuna.importance.get_param_importances(
-                study, evaluator=evaluator, target=_objective_getter(i)
+                study, evaluator=evaluator, target=_objective_getter(i, maximize[i])
             )
         except (RuntimeError, ValueError):  # e.g. a single distinct value per knob
             continue
@@ -93,7 +97,7 @@ def _analyse_and_write(
     records = search.records(study)
     result = analyze(records, spec.sla)
     files = write_outputs(
-        spec, records, result, run_dir, importances(study, result.objective_names)
+        spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
     )
     files["study"] = run_dir / STUDY_FILE
     return records, result, files
