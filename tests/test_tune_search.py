@@ -14,8 +14,10 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _ctx(gpu: str = "h200-sxm", num_gpus: int = 2) -> Context:
-    return Context(model=catalog.load_model("llama-3.1-8b"), gpu=catalog.load_gpu(gpu),
-                   sla=catalog.load_sla("chat"), workload=Workload(), num_gpus=num_gpus)  # fmt: skip
+    model = catalog.load_model("llama-3.1-8b")
+    sla = catalog.load_sla("chat")
+    return Context(model=model, gpu=catalog.load_gpu(gpu), sla=sla, workload=Workload(),
+                   num_gpus=num_gpus)  # fmt: skip
 
 
 SPACE = SearchSpace(

@@ -1,0 +1,49 @@
+"""The HTML report opens in headless Chromium offline, without JavaScript errors, with plots."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tuner.cli import app
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("run")
+    result = CliRunner().invoke(app, ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
+                                      "--trials", "30", "--run-dir", str(run)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return run / "report.html"
+
+
+def test_report_renders_plots_without_js_errors(report: Path, tmp_path: Path) -> None:
+    assert CHROMIUM is not None
+    proc = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+         "--v=0", "--virtual-time-budget=10000", "--dump-dom", report.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    dom, log = proc.stdout, proc.stderr
+    assert proc.returncode == 0, log[-2000:]
+    console_errors = [ln for ln in log.splitlines() if "CONSOLE" in ln and "rror" in ln]
+    assert not console_errors, console_errors
+    assert "Uncaught" not in log
+    assert re.search(r'<pre id="js-errors"></pre>', dom), "the page caught a JavaScript error"
+    rendered = re.search(r'data-plots-rendered="(\d+)"', dom)
+    assert rendered and int(rendered.group(1)) >= 4
+    # The Pareto plot drew its SVG, with the recommended star and the SLA bound label.
+    pareto = dom[dom.index('id="pareto-tpot"') :]
+    assert "main-svg" in pareto[:20000]
+    assert "recommended" in dom and "SLA TPOT 50 ms" in dom
+    assert 'src="http' not in dom  # nothing fetched from the network: plotly.js is inline
