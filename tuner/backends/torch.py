@@ -48,6 +48,7 @@ class TorchBackend:
         draft_quantization: str = "int4-awq",
         use_triton: bool | None = None,
         report_quant_error: bool = True,
+        int4_group_size: int = 128,
     ) -> None:
         self.model_path = Path(model_path) if model_path else None
         self.device = device
@@ -57,6 +58,7 @@ class TorchBackend:
         self.draft_quantization = draft_quantization
         self.use_triton = use_triton
         self.report_quant_error = report_quant_error
+        self.int4_group_size = int4_group_size
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
@@ -131,7 +133,9 @@ class TorchBackend:
             generator=torch.Generator().manual_seed(self.seed),
         ).tolist()
         ref_logits = self._probe_logits(model, probe) if self.report_quant_error else None
-        paths = quantize_model(model, quant, use_triton=use_triton)
+        paths = quantize_model(
+            model, quant, use_triton=use_triton, int4_group_size=self.int4_group_size
+        )
         extra["kernel_path"] = ", ".join(f"{p} x{n}" for p, n in paths.items())
         if ref_logits is not None and quant not in ("bf16", "fp16"):
             err = quantization_error(ref_logits, self._probe_logits(model, probe))

@@ -30,8 +30,9 @@ __all__ = [
 ]
 
 INT4_GROUP_SIZE = 128  # AWQ/GPTQ default group size
-_INT4_FALLBACK_GROUPS = (64, 32)  # for in_features not divisible by 128 (e.g. SmolLM2's 576)
+_INT4_MIN_GROUP = 32  # smallest group tried when the requested one does not divide K
 _INT4_INNER_K_TILES = 2  # packing parameter of the aten int4 CPU kernel (2, 4 or 8)
+_INT4_PACK_N = 16  # the aten int4 CPU packing tiles output channels by 16
 _FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
@@ -82,12 +83,17 @@ class Int8WeightOnlyLinear(QuantizedLinear):
         return self._finish(y.reshape(*x.shape[:-1], self.out_features))
 
 
-def int4_group_size(in_features: int) -> int:
-    """Group 128 where it divides K, else the largest fallback group that does."""
-    for g in (INT4_GROUP_SIZE, *_INT4_FALLBACK_GROUPS):
+def int4_group_size(in_features: int, requested: int = INT4_GROUP_SIZE) -> int:
+    """The requested group if it divides K, else the largest halving (>= 32) that does, else K.
+
+    SmolLM2's K = 576 is not a multiple of 128, so its attention/MLP-in layers use group 64.
+    """
+    g = requested
+    while g >= _INT4_MIN_GROUP:
         if in_features % g == 0:
             return g
-    raise ValueError(f"in_features={in_features} is not divisible by any int4 group size")
+        g //= 2
+    return in_features  # one group per row
 
 
 def int4_quantize(w: Tensor, group: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -107,15 +113,17 @@ def int4_quantize(w: Tensor, group: int) -> tuple[Tensor, Tensor, Tensor]:
 class Int4WeightOnlyLinear(QuantizedLinear):
     """w4a16, group-wise scale and zero-point, packed for aten's int4 CPU kernel."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, group_size: int = INT4_GROUP_SIZE) -> None:
         super().__init__(linear)
-        self.group = int4_group_size(self.in_features)
+        self.group = int4_group_size(self.in_features, group_size)
         q, scale, zero = int4_quantize(linear.weight.data, self.group)
         dtype = linear.weight.dtype
         # scales_and_zeros: [K/g, N, 2] as the kernel expects.
         sz = torch.stack([scale, zero], -1).transpose(0, 1).contiguous().to(dtype)
         self.register_buffer("scales_and_zeros", sz)
-        if linear.weight.is_cuda:
+        # The aten CPU packing needs N % 16 == 0 and a group that is a multiple of 32.
+        packable = self.out_features % _INT4_PACK_N == 0 and self.group % 32 == 0
+        if linear.weight.is_cuda or not packable:
             deq = (q.float().reshape(*scale.shape, -1) - 8) * scale[..., None] + zero[..., None]
             self.register_buffer("weight", deq.reshape(q.shape).to(dtype))
             self.path = "dequantized-int4+F.linear"
@@ -185,11 +193,11 @@ class Int8DynamicLinear(QuantizedLinear):
         return self._finish(y.reshape(*x.shape[:-1], self.out_features))
 
 
-def _make(kind: str, linear: nn.Linear, use_triton: bool) -> nn.Module:
+def _make(kind: str, linear: nn.Linear, use_triton: bool, int4_group_size: int) -> nn.Module:
     if kind == "int8-wo":
         return Int8WeightOnlyLinear(linear, use_triton)
     if kind in ("int4-awq", "int4-gptq"):
-        return Int4WeightOnlyLinear(linear)
+        return Int4WeightOnlyLinear(linear, int4_group_size)
     if kind == "fp8":
         return Fp8Linear(linear)
     if kind == "int8":
@@ -197,7 +205,13 @@ def _make(kind: str, linear: nn.Linear, use_triton: bool) -> nn.Module:
     raise ValueError(f"unknown quantization {kind!r}")
 
 
-def quantize_model(model: nn.Module, kind: str, *, use_triton: bool = False) -> dict[str, int]:
+def quantize_model(
+    model: nn.Module,
+    kind: str,
+    *,
+    use_triton: bool = False,
+    int4_group_size: int = INT4_GROUP_SIZE,
+) -> dict[str, int]:
     """Replace Linear layers by the `kind` variant in place; return {kernel path: layer count}."""
     if kind in ("bf16", "fp16", "fp32"):
         return {"F.linear": sum(isinstance(m, nn.Linear) for m in model.modules())}
@@ -210,9 +224,11 @@ def quantize_model(model: nn.Module, kind: str, *, use_triton: bool = False) -> 
     for name, linear in targets:
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        q = _make(kind, linear, use_triton)
+        q = _make(kind, linear, use_triton, int4_group_size)
         setattr(parent, attr, q)
         path = getattr(q, "path", "?")
+        if isinstance(q, Int4WeightOnlyLinear):
+            path = f"{path}(g{q.group})"
         paths[path] = paths.get(path, 0) + 1
     return paths
 
