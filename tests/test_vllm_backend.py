@@ -17,8 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tuner import catalog
 from tuner.backends import get_backend
@@ -77,9 +75,8 @@ vllm:num_preemptions_created{engine="0",model_name="m"} 1.79e+09
 vllm:prefix_cache_hits_total{engine="0"} 10.0
 vllm:prefix_cache_hits_total{engine="1"} 5.0
 vllm:cache_config_info{block_size="128",kv_cache_size_tokens="46592",note="a \\"q\\""} 1.0
-vllm:request_queue_time_seconds_bucket{le="0.1"} 2.0
-vllm:request_queue_time_seconds_bucket{le="1.0"} 4.0
-vllm:request_queue_time_seconds_bucket{le="+Inf"} 4.0
+vllm:request_queue_time_seconds_sum 0.5
+vllm:request_queue_time_seconds_count 4.0
 garbage line without value
 vllm:kv_cache_usage_perc{engine="0"} NaN
 """
@@ -93,30 +90,6 @@ def test_prometheus_parse_sums_counters_and_reads_labels() -> None:
     assert prom.total(samples, "vllm:absent") is None
     assert prom.label_value(samples, "vllm:cache_config_info", "kv_cache_size_tokens") == "46592"
     assert prom.label_value(samples, "vllm:cache_config_info", "note") == 'a "q"'
-
-
-def test_histogram_quantile_interpolates_like_prometheus() -> None:
-    after = prom.parse(EXPOSITION)
-    # 4 observations: 2 in (0, 0.1], 2 in (0.1, 1]; the median is the top of the first bucket
-    assert prom.histogram_quantile([], after, "vllm:request_queue_time_seconds", 0.5) == 0.1
-    assert prom.histogram_quantile([], after, "vllm:request_queue_time_seconds", 0.75) == (
-        pytest.approx(0.55)
-    )
-    assert prom.histogram_quantile(after, after, "vllm:request_queue_time_seconds", 0.5) is None
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=20), min_size=1, max_size=6), st.floats(0, 1))
-def test_histogram_quantile_stays_within_finite_bounds(counts: list[int], q: float) -> None:
-    bounds = [0.01 * 2**i for i in range(len(counts))]
-    cumulative = [sum(counts[: i + 1]) for i in range(len(counts))]
-    text = "".join(f'h_bucket{{le="{b}"}} {c}\n' for b, c in zip(bounds, cumulative, strict=True))
-    text += f'h_bucket{{le="+Inf"}} {cumulative[-1]}\n'
-    value = prom.histogram_quantile([], prom.parse(text), "h", q)
-    if cumulative[-1] == 0:
-        assert value is None
-    else:
-        assert value is not None and 0.0 <= value <= bounds[-1]
 
 
 def test_error_line_prefers_the_root_cause() -> None:
@@ -277,3 +250,92 @@ def test_fp8_weights_on_cpu_are_infeasible_with_vllms_own_error(tmp_path: Path) 
     assert m.reason and m.reason.startswith("vLLM server exited with code")
     assert "Error" in m.reason and "log_tail" in m.extra
     assert backend.server_pid is not None and group_pids(backend.server_pid) == []
+
+
+def _vllm_servers_of(parent: int) -> dict[int, int]:
+    """PID -> port of the vLLM API servers started by process `parent` (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"vllm.entrypoints.openai.api_server" in argv:
+            found[int(entry.name)] = int(argv[argv.index(b"--port") + 1])
+    return found
+
+
+SPACE_YAML = """\
+name: cpu-small
+quantization: [bf16]
+kv_dtype: [auto, fp8]
+max_num_batched_tokens: [256, 512]
+max_num_seqs: [2, 4]
+tensor_parallel_size: [1]
+num_speculative_tokens: [0]
+draft_model: [null]
+enable_prefix_caching: [true]
+"""
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) -> None:
+    """`tuner tune --backend vllm`: real metrics, the killed trial infeasible, no process left."""
+    import optuna
+    from typer.testing import CliRunner
+
+    from tuner.cli import app
+    from tuner.real_model import ensure_smollm2
+    from tuner.trials import ATTR_METRICS
+    from tuner.tune import STUDY_FILE
+
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE_YAML)
+    seen: dict[int, int] = {}
+    stop = threading.Event()
+
+    def kill_second_server_mid_workload() -> None:
+        while not stop.is_set():
+            seen.update(_vllm_servers_of(os.getpid()))
+            if len(seen) >= 2:
+                pid, port = sorted(seen.items())[1]
+                try:
+                    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                except httpx.HTTPError:
+                    text = ""
+                if (prom.total(prom.parse(text), "vllm:generation_tokens") or 0) > 16:
+                    os.kill(pid, signal.SIGKILL)
+                    return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=kill_second_server_mid_workload, daemon=True)
+    watcher.start()
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "tune", "--model", "smollm2-135m", "--gpu", "h200-sxm", "--backend", "vllm",
+        "--model-path", str(ensure_smollm2()), "--space", str(space), "--sampler", "grid",
+        "--trials", "3", "--isl", "64", "--osl", "16", "--concurrency", "4",
+        "--num-requests", "8", "--num-gpus", "1", "--ttft-ms", "60000", "--tpot-ms", "5000",
+        "--run-dir", str(run),
+    ])  # fmt: skip
+    stop.set()
+    watcher.join(timeout=5)
+    assert result.exit_code == 0, result.output
+    study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{run / STUDY_FILE}")
+    metrics = [t.user_attrs[ATTR_METRICS] for t in study.trials if ATTR_METRICS in t.user_attrs]
+    assert len(metrics) == 3 and len(seen) == 3
+    measured = [m for m in metrics if m["feasible"]]
+    killed = [m for m in metrics if not m["feasible"]]
+    assert len(measured) == 2 and len(killed) == 1
+    assert "server died" in killed[0]["reason"] and "-9" in killed[0]["reason"]
+    for m in measured:
+        assert m["backend"] == "vllm" and m["failed_requests"] == 0
+        assert m["extra"]["server_generation_tokens"] == 8 * 16  # the server's own counter
+        assert m["kv_capacity_tokens"] > 0 and m["max_concurrent_seqs"] >= 1
+        assert 0 < m["ttft_ms"]["p50"] < m["e2e_ms"]["p50"]
+    for pid in seen:
+        assert group_pids(pid) == [], f"processes of server {pid} are still running"

@@ -6,7 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["Sample", "histogram_quantile", "label_value", "parse", "total"]
+__all__ = ["Sample", "label_value", "parse", "total"]
 
 # name{labels} value [timestamp]; see prometheus.io/docs/instrumenting/exposition_formats
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
@@ -51,39 +51,3 @@ def total(samples: list[Sample], name: str) -> float | None:
 def label_value(samples: list[Sample], name: str, label: str) -> str | None:
     """The value of `label` on the first sample of `name` (info-style metrics), or None."""
     return next((s.labels[label] for s in samples if s.name == name and label in s.labels), None)
-
-
-def _buckets(samples: list[Sample], name: str) -> dict[float, float]:
-    """Cumulative counts per upper bound `le` of histogram `name`, summed over other labels."""
-    out: dict[float, float] = {}
-    for s in samples:
-        if s.name == f"{name}_bucket" and "le" in s.labels:
-            le = float(s.labels["le"])  # "+Inf" parses to inf
-            out[le] = out.get(le, 0.0) + s.value
-    return out
-
-
-def histogram_quantile(
-    before: list[Sample], after: list[Sample], name: str, q: float
-) -> float | None:
-    """Quantile `q` of the observations made between two scrapes of histogram `name`.
-
-    Linear interpolation inside the bucket, as Prometheus' `histogram_quantile` does; a quantile
-    in the +Inf bucket returns the highest finite bound. None when nothing was observed.
-    """
-    b0, b1 = _buckets(before, name), _buckets(after, name)
-    bounds = sorted(b1)
-    counts = [b1[le] - b0.get(le, 0.0) for le in bounds]
-    if not counts or counts[-1] <= 0:
-        return None
-    rank = q * counts[-1]
-    lower_bound, lower_count = 0.0, 0.0
-    for le, count in zip(bounds, counts, strict=True):
-        if count >= rank:
-            if math.isinf(le):
-                return lower_bound
-            width = count - lower_count
-            frac = (rank - lower_count) / width if width > 0 else 1.0
-            return lower_bound + (le - lower_bound) * frac
-        lower_bound, lower_count = le, count
-    return lower_bound

@@ -25,7 +25,7 @@ from tuner.backends import prometheus_text as prom
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.errors import TunerError
 from tuner.loadgen import Endpoint, LoadOptions, run_workload
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Percentiles
+from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
 
@@ -155,15 +155,11 @@ def _delta(before: list[prom.Sample], after: list[prom.Sample], name: str) -> fl
     return None if end is None else end - (prom.total(before, name) or 0.0)
 
 
-def _queue_ms(before: list[prom.Sample], after: list[prom.Sample]) -> Percentiles | None:
-    name = "vllm:request_queue_time_seconds"
-    total_s, count = _delta(before, after, f"{name}_sum"), _delta(before, after, f"{name}_count")
-    if not count or total_s is None:
-        return None
-    q = {p: prom.histogram_quantile(before, after, name, p / 100) or 0.0 for p in (50, 90, 95, 99)}
-    return Percentiles(
-        mean=total_s / count * _MS_PER_S, **{f"p{p}": v * _MS_PER_S for p, v in q.items()}
-    )
+def _mean_ms(before: list[prom.Sample], after: list[prom.Sample], histogram: str) -> float | None:
+    """Exact mean of a seconds histogram over the interval (its _sum / _count deltas), in ms."""
+    total_s = _delta(before, after, f"{histogram}_sum")
+    count = _delta(before, after, f"{histogram}_count")
+    return None if not count or total_s is None else total_s / count * _MS_PER_S
 
 
 def server_counters(
@@ -336,9 +332,11 @@ class VLLMBackend:
         kv_tokens = prom.label_value(after, "vllm:cache_config_info", "kv_cache_size_tokens")
         if kv_tokens and kv_tokens.isdigit():
             metrics.kv_capacity_tokens = int(kv_tokens)
-        queue = _queue_ms(before, after)
-        if queue is not None:
-            metrics.queue_ms = queue
+        # Only the mean (extra, not queue_ms): the histogram's buckets are too coarse for
+        # percentiles (vllm/v1/metrics/buckets.py: request phase-timing buckets start at 0.3 s).
+        queue_ms = _mean_ms(before, after, "vllm:request_queue_time_seconds")
+        if queue_ms is not None:
+            metrics.extra["server_queue_ms_mean"] = queue_ms
         metrics.extra.update(server_counters(before, after))
         metrics.extra.update(
             server_startup_s=round(startup_s, 1),
