@@ -198,9 +198,7 @@ def tune_command(
     backend: Annotated[str, typer.Option(help="sim predicts; torch/vllm measure")] = "sim",
     model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
     model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
-    sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid | gp")] = (
-        DEFAULT_SAMPLER
-    ),
+    sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = (DEFAULT_SAMPLER),
     trials: Annotated[int | None, typer.Option(help="Finished trials to reach")] = None,
     timeout: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,
     seed: Annotated[int, typer.Option(help="Sampler seed")] = 0,
