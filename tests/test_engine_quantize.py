@@ -81,7 +81,7 @@ def test_int4_kernel_matches_its_dequantization(k: int) -> None:
     assert group == {256: 128, 576: 64, 96: 32}[k]
     q, scale, zero = int4_quantize(lin.weight.data, group)
     assert int(q.min()) >= 0 and int(q.max()) <= 15
-    deq = ((q.float().reshape(64, k // group, group) - 8) * scale[..., None] + zero[..., None])
+    deq = (q.float().reshape(64, k // group, group) - 8) * scale[..., None] + zero[..., None]
     deq = deq.reshape(64, k)
     rel = (deq - lin.weight.float()).norm() / lin.weight.float().norm()
     assert rel < 0.1  # 4-bit RTN of uniform weights: step/sqrt(12) relative error ~ 0.07

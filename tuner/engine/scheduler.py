@@ -101,8 +101,9 @@ class Scheduler:
         remaining = len(seq.tokens) - seq.num_computed
         if remaining == 1:  # decode: the last sampled token plus any speculative ones
             return self.decode_tokens if budget >= self.decode_tokens else 0
-        if not self.chunked:
+        if not self.chunked and remaining <= self.max_num_batched_tokens:
             return remaining if remaining <= budget else 0
+        # Chunked prefill, or a preempted sequence whose prompt + output outgrew the budget.
         return min(remaining, budget)
 
     def schedule(self) -> list[tuple[Sequence, int]]:
