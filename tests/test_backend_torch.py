@@ -28,7 +28,7 @@ def _check_measured(m: Metrics, ctx: Context) -> None:
     assert m.num_requests == n and m.failed_requests == 0
     assert m.extra["output_length_mismatches"] == 0
     assert 0 < m.ttft_ms.p50 <= m.ttft_ms.p99 and m.ttft_ms.mean > 0
-    assert 0 < m.tpot_ms.p50 and m.itl_ms.p50 > 0
+    assert m.tpot_ms.p50 > 0 and m.itl_ms.p50 > 0
     assert m.e2e_ms.p50 >= m.ttft_ms.p50
     duration = float(m.extra["duration_s"])  # type: ignore[arg-type]
     assert m.output_tokens_per_s == pytest.approx(n * out / duration)
