@@ -122,7 +122,9 @@ def build_request(
         "prefix_cache_hit": prefix_cache_hit,
     }
     if acceptance is not None:
+        # One flag for both kinds of draft: the user states the acceptance of the draft they chose.
         wl_fields["acceptance_rate"] = acceptance
+        wl_fields["ngram_acceptance_rate"] = acceptance
     try:
         workload = Workload(**wl_fields)
     except ValidationError as exc:

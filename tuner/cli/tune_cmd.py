@@ -194,7 +194,12 @@ def tune_command(
     rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
     num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
     prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
-    acceptance: Annotated[float | None, typer.Option(help="Speculative acceptance")] = None,
+    acceptance: Annotated[
+        float | None, typer.Option(help="Per-token acceptance of draft-model proposals")
+    ] = None,
+    ngram_acceptance: Annotated[
+        float | None, typer.Option(help="Per-token acceptance of n-gram (prompt lookup) drafts")
+    ] = None,
     backend: Annotated[str, typer.Option(help="sim predicts; torch/vllm measure")] = "sim",
     model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
     model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
@@ -228,7 +233,8 @@ def tune_command(
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
-                             "acceptance_rate": acceptance},
+                             "acceptance_rate": acceptance,
+                             "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
             study_name=study,

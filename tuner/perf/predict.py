@@ -25,9 +25,12 @@ def speculation_for(
     """The speculative setup of `config`, or None; the draft ModelSpec comes from `ctx.draft`."""
     if not config.num_speculative_tokens:
         return None
-    acceptance = ctx.workload.acceptance_rate
     if config.draft_model == NGRAM:
-        return Speculation(config.num_speculative_tokens, acceptance, None, eff.ngram_proposal_s)
+        ngram_acceptance = ctx.workload.ngram_acceptance_rate
+        return Speculation(
+            config.num_speculative_tokens, ngram_acceptance, None, eff.ngram_proposal_s
+        )
+    acceptance = ctx.workload.acceptance_rate
     if ctx.draft is None:
         raise ValueError(f"draft model {config.draft_model!r} is not resolved in the context")
     draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=Quantization.bf16)
