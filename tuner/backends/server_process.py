@@ -31,6 +31,9 @@ _ERROR_LINE = re.compile(
     r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit)\b:\s*\S.*|\S+\.py: error: .*)"
 )
 _GENERIC = re.compile(r"root cause above|initialization failed|^\S*(Error|Exception):\s*$")
+# Log records below ERROR (vLLM: "(APIServer pid=1) WARNING 12-02 16:28:01 [file.py:255] ...")
+# may quote an exception name in advice; they never carry the failure.
+_NOT_AN_ERROR = re.compile(r"\b(DEBUG|INFO|WARNING)\s+\d\d-\d\d \d\d:\d\d:\d\d\b")
 
 
 class ServerFailed(Exception):
@@ -65,6 +68,8 @@ def error_line(log_text: str) -> str | None:
     """The most specific error line of a log: the last root-cause-looking error, else None."""
     found = []
     for line in log_text.splitlines():
+        if _NOT_AN_ERROR.search(line):
+            continue
         m = _ERROR_LINE.search(line)
         if m:
             found.append(m.group(1).strip())
@@ -105,6 +110,14 @@ class ServerProcess:
         """The server's exit status, or None while it runs."""
         return self.proc.poll() if self.proc else None
 
+    def exit_text(self) -> str:
+        """'exit code N', naming the signal when a signal ended the server."""
+        code = self.exit_code()
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                return f"exit code {code}, {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
     def log_text(self) -> str:
         """Everything the server has logged so far."""
         try:
@@ -126,9 +139,8 @@ class ServerProcess:
         start = time.monotonic()
         with httpx.Client(timeout=_HEALTH_REQUEST_TIMEOUT_S) as http:
             while True:
-                code = self.exit_code()
-                if code is not None:
-                    raise self.failure(f"server exited with code {code} during startup")
+                if self.exit_code() is not None:
+                    raise self.failure(f"server exited during startup ({self.exit_text()})")
                 try:
                     if http.get(health_url).status_code == 200:
                         return time.monotonic() - start

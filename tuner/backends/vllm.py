@@ -300,14 +300,12 @@ class VLLMBackend:
                 on_measure_start=poller.start,
             )
         except TunerError as exc:
-            code = server.exit_code()
-            if code is not None:
-                raise server.failure(f"server died (exit code {code})") from exc
+            if server.exit_code() is not None:
+                raise server.failure(f"server died ({server.exit_text()})") from exc
             raise ServerFailed(f"server did not serve the workload: {exc}") from exc
         after = poller.finish()
-        code = server.exit_code()
-        if code is not None:
-            raise server.failure(f"server died during the workload (exit code {code})")
+        if server.exit_code() is not None:
+            raise server.failure(f"server died during the workload ({server.exit_text()})")
         self._add_server_metrics(metrics, poller, after, startup_s, server)
         if metrics.feasible and metrics.failed_requests:
             metrics.feasible = False
