@@ -32,10 +32,14 @@ def tiny_spec(**overrides: object) -> ModelSpec:
 
 
 def tiny_model(
-    spec: ModelSpec | None = None, *, seed: int = 0, dtype: torch.dtype = torch.float32
+    spec: ModelSpec | None = None,
+    *,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    fuse: bool = True,
 ) -> Transformer:
-    """A seeded tiny model with peaked logits."""
-    model = build_model(spec or tiny_spec(), dtype=torch.float32, seed=seed)
+    """A seeded tiny model with peaked logits (fuse=False keeps HF parameter names)."""
+    model = build_model(spec or tiny_spec(), dtype=torch.float32, seed=seed, fuse=fuse)
     for name, p in model.named_parameters():
         if name == "lm_head.weight" and not model.spec.tie_word_embeddings:
             p.data *= _HEAD_GAIN

@@ -52,10 +52,11 @@ def test_preemption_under_block_pressure_keeps_outputs() -> None:
 def test_safetensors_directory_round_trip(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
-    source = tiny_model(seed=3)
+    source = tiny_model(seed=3, fuse=False)
     state = {k: v.contiguous() for k, v in source.state_dict().items()}
     save_file(state, str(tmp_path / "model.safetensors"))
     loaded = build_model(source.spec, model_path=tmp_path, dtype=torch.float32, seed=99)
+    assert loaded.model.layers[0].self_attn.fused  # loads HF names, then fuses
     tokens = prompts([20])[0]
     assert torch.equal(prefill_logits(source, tokens), prefill_logits(loaded, tokens))
 
@@ -63,7 +64,7 @@ def test_safetensors_directory_round_trip(tmp_path: Path) -> None:
 def test_safetensors_shape_mismatch_is_an_input_error(tmp_path: Path) -> None:
     from safetensors.torch import save_file
 
-    save_file(tiny_model().state_dict(), str(tmp_path / "model.safetensors"))
+    save_file(tiny_model(fuse=False).state_dict(), str(tmp_path / "model.safetensors"))
     with pytest.raises(InputError, match="shape"):
         build_model(tiny_spec(intermediate_size=96), model_path=tmp_path)
     with pytest.raises(InputError, match="no \\*.safetensors"):
@@ -73,7 +74,7 @@ def test_safetensors_shape_mismatch_is_an_input_error(tmp_path: Path) -> None:
 def test_matches_transformers_llama() -> None:
     transformers = pytest.importorskip("transformers")
     spec = tiny_spec(rope_theta=50000.0, rms_norm_eps=1e-6)
-    ours = tiny_model(spec, seed=5)
+    ours = tiny_model(spec, seed=5, fuse=False)
     cfg = transformers.LlamaConfig(
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
@@ -87,3 +88,4 @@ def test_matches_transformers_llama() -> None:
     with torch.no_grad():
         expected = ref(torch.tensor([tokens])).logits[0]
     assert torch.allclose(prefill_logits(ours, tokens), expected, atol=1e-3, rtol=1e-4)
+    assert torch.allclose(prefill_logits(ours.fuse_projections(), tokens), expected, atol=1e-3)

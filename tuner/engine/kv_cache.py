@@ -133,18 +133,15 @@ class PagedKVCache:
             )
         t, h, d = q.shape
         k, v = self.gather(layer, batch.block_tables)  # [B, L, Hkv, D]
-        nb, length = k.shape[0], k.shape[1]
+        nb = k.shape[0]
         q_pad = q.new_zeros(nb * batch.q_max, h, d)
         q_pad[batch.pad_index] = q
-        q_pos = torch.zeros(nb * batch.q_max, dtype=torch.long, device=q.device)
-        q_pos[batch.pad_index] = batch.positions  # padded queries see position 0 only
-        key_pos = torch.arange(length, device=q.device)
-        mask = key_pos[None, None, :] <= q_pos.view(nb, batch.q_max, 1)  # [B, Q, L]
+        mask = batch.causal_mask(k.shape[1])  # [B, 1, Q, L]
         out = F.scaled_dot_product_attention(
             q_pad.view(nb, batch.q_max, h, d).transpose(1, 2),  # [B, H, Q, D]
             k.transpose(1, 2),  # [B, Hkv, L, D]
             v.transpose(1, 2),
-            attn_mask=mask[:, None],
+            attn_mask=mask,
             enable_gqa=True,
         )  # [B, H, Q, D]
         return out.transpose(1, 2).reshape(nb * batch.q_max, h, d)[batch.pad_index]

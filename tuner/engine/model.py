@@ -7,7 +7,7 @@ forward pass takes a flat list of tokens from many sequences (continuous batchin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,20 @@ class AttentionBatch:
     pad_index: Tensor  # [T] index of each token in the padded [B * q_max] query layout
     last_index: Tensor  # [B] index in [T] of each sequence's last token
     q_max: int  # longest query run in the step
+    _masks: dict[int, Tensor] = field(default_factory=dict)
+
+    def causal_mask(self, key_len: int) -> Tensor:
+        """[B, 1, q_max, key_len] bool: query i of a sequence sees keys at positions <= its own.
+
+        Padded query slots see position 0 only (their output is discarded). Built once per step.
+        """
+        if key_len not in self._masks:
+            b = self.block_tables.shape[0]
+            q_pos = torch.zeros(b * self.q_max, dtype=torch.long, device=self.positions.device)
+            q_pos[self.pad_index] = self.positions
+            keys = torch.arange(key_len, device=q_pos.device)
+            self._masks[key_len] = (keys[None, None, :] <= q_pos.view(b, self.q_max, 1))[:, None]
+        return self._masks[key_len]
 
 
 def make_batch(
@@ -77,13 +91,18 @@ class RMSNorm(nn.Module):
         return (xf * self.weight.float()).to(x.dtype)
 
 
-def rope(x: Tensor, positions: Tensor, theta: float) -> Tensor:
-    """Rotary embedding, HF 'rotate_half' layout. x: [T, H, D], positions: [T]."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+def rope_tables(positions: Tensor, head_dim: int, theta: float) -> tuple[Tensor, Tensor]:
+    """cos, sin [T, 1, D] for the HF 'rotate_half' RoPE layout; computed once per step."""
+    idx = torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32)
+    inv_freq = 1.0 / theta ** (idx / head_dim)  # [D/2]
     angles = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
-    cos = torch.cat([angles.cos(), angles.cos()], -1)[:, None, :]  # [T, 1, D]
-    sin = torch.cat([angles.sin(), angles.sin()], -1)[:, None, :]
+    angles = torch.cat([angles, angles], -1)[:, None, :]  # [T, 1, D]
+    return angles.cos(), angles.sin()
+
+
+def rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary embedding. x: [T, H, D]; cos, sin: [T, 1, D]."""
+    d = x.shape[-1]
     xf = x.float()
     rotated = torch.cat([-xf[..., d // 2 :], xf[..., : d // 2]], -1)
     return (xf * cos + rotated * sin).to(x.dtype)
@@ -100,20 +119,41 @@ class Attention(nn.Module):
             spec.num_kv_heads,
             spec.head_dim_,
         )
-        self.theta = spec.rope_theta
         bias = spec.attention_bias
         d = spec.hidden_size
         self.q_proj = nn.Linear(d, self.n_heads * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, d, bias=False)
+        self.fused = False
 
-    def forward(self, x: Tensor, batch: AttentionBatch, cache: PagedKVCache) -> Tensor:
+    def fuse(self) -> None:
+        """Concatenate q/k/v into one `qkv_proj` (one weight read, one kernel call)."""
+        parts = [self.q_proj, self.k_proj, self.v_proj]
+        d = self.q_proj.in_features
+        fused = nn.Linear(d, sum(p.out_features for p in parts), bias=self.q_proj.bias is not None)
+        fused = fused.to(device=self.q_proj.weight.device, dtype=self.q_proj.weight.dtype)
+        fused.weight.data = torch.cat([p.weight.data for p in parts])
+        if fused.bias is not None:
+            fused.bias.data = torch.cat([p.bias.data for p in parts if p.bias is not None])
+        del self.q_proj, self.k_proj, self.v_proj
+        self.qkv_proj, self.fused = fused, True
+
+    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        if not self.fused:
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        nq, nkv = self.n_heads * self.head_dim, self.n_kv * self.head_dim
+        q, k, v = self.qkv_proj(x).split([nq, nkv, nkv], -1)
+        return q, k, v
+
+    def forward(
+        self, x: Tensor, batch: AttentionBatch, cache: PagedKVCache, cos: Tensor, sin: Tensor
+    ) -> Tensor:
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.n_heads, self.head_dim)  # [T, H, D]
-        k = self.k_proj(x).view(t, self.n_kv, self.head_dim)  # [T, Hkv, D]
-        v = self.v_proj(x).view(t, self.n_kv, self.head_dim)
-        q, k = rope(q, batch.positions, self.theta), rope(k, batch.positions, self.theta)
+        q, k, v = self._qkv(x)
+        q = rope(q.reshape(t, self.n_heads, self.head_dim), cos, sin)  # [T, H, D]
+        k = rope(k.reshape(t, self.n_kv, self.head_dim), cos, sin)  # [T, Hkv, D]
+        v = v.reshape(t, self.n_kv, self.head_dim)
         cache.write(self.layer, batch.slots, k, v)
         out = cache.attend(self.layer, q, batch)  # [T, H, D]
         return self.o_proj(out.reshape(t, self.n_heads * self.head_dim))
@@ -127,9 +167,22 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(d, hidden, bias=False)
         self.up_proj = nn.Linear(d, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, d, bias=False)
+        self.fused = False
+
+    def fuse(self) -> None:
+        """Concatenate gate and up into one `gate_up_proj`."""
+        w = torch.cat([self.gate_proj.weight.data, self.up_proj.weight.data])  # [2I, d]
+        fused = nn.Linear(w.shape[1], w.shape[0], bias=False).to(device=w.device, dtype=w.dtype)
+        fused.weight.data = w
+        del self.gate_proj, self.up_proj
+        self.gate_up_proj, self.fused = fused, True
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.fused:
+            gate, up = self.gate_up_proj(x).chunk(2, -1)
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class Expert(nn.Module):
@@ -181,10 +234,17 @@ class Block(nn.Module):
         ffn = MoE(spec) if spec.is_moe else MLP(spec.hidden_size, spec.intermediate_size)
         self.add_module(self.ffn_name, ffn)
 
-    def forward(self, x: Tensor, batch: AttentionBatch, cache: PagedKVCache) -> Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), batch, cache)
+    def forward(
+        self, x: Tensor, batch: AttentionBatch, cache: PagedKVCache, cos: Tensor, sin: Tensor
+    ) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), batch, cache, cos, sin)
+        return x + self.mlp_or_moe(self.post_attention_layernorm(x))
+
+    @property
+    def mlp_or_moe(self) -> nn.Module:
+        """The feed-forward module under its HF name."""
         ffn: nn.Module = getattr(self, self.ffn_name)
-        return x + ffn(self.post_attention_layernorm(x))
+        return ffn
 
 
 class Decoder(nn.Module):
@@ -208,6 +268,14 @@ class Transformer(nn.Module):
         if spec.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
+    def fuse_projections(self) -> Transformer:
+        """Fuse q/k/v and gate/up weights (after loading, before quantizing), as gpt-fast does."""
+        for block in self.model.layers:
+            block.self_attn.fuse()
+            if isinstance(block.mlp_or_moe, MLP):
+                block.mlp_or_moe.fuse()
+        return self
+
     def forward(
         self,
         tokens: Tensor,
@@ -217,8 +285,9 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """tokens [T] -> fp32 logits [R, vocab] at rows logits_at [R] (default: all T)."""
         x = self.model.embed_tokens(tokens)  # [T, d]
+        cos, sin = rope_tables(batch.positions, self.spec.head_dim_, self.spec.rope_theta)
         for block in self.model.layers:
-            x = block(x, batch, cache)
+            x = block(x, batch, cache, cos, sin)
         if logits_at is not None:  # sampling needs only a few rows; the LM head is costly
             x = x[logits_at]  # [R, d]
         return self.lm_head(self.model.norm(x)).float()

@@ -23,8 +23,12 @@ def build_model(
     dtype: torch.dtype = torch.bfloat16,
     device: torch.device | str = "cpu",
     seed: int = 0,
+    fuse: bool = True,
 ) -> Transformer:
-    """A model of `spec` in eval mode: weights from model_path if given, else seeded random."""
+    """A model of `spec` in eval mode: weights from model_path if given, else seeded random.
+
+    fuse=True concatenates q/k/v and gate/up after loading (fewer, larger matmuls).
+    """
     with torch.device("meta"):
         model = Transformer(spec)
     model = model.to_empty(device="cpu")
@@ -34,6 +38,8 @@ def build_model(
         load_safetensors_dir(model, Path(model_path))
     else:
         _random_init(model, seed)
+    if fuse:
+        model.fuse_projections()
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
