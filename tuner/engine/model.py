@@ -270,10 +270,9 @@ class Transformer(nn.Module):
 
     def fuse_projections(self) -> Transformer:
         """Fuse q/k/v and gate/up weights (after loading, before quantizing), as gpt-fast does."""
-        for block in self.model.layers:
-            block.self_attn.fuse()
-            if isinstance(block.mlp_or_moe, MLP):
-                block.mlp_or_moe.fuse()
+        for module in self.modules():
+            if isinstance(module, (Attention, MLP)) and not module.fused:
+                module.fuse()
         return self
 
     def forward(
