@@ -67,11 +67,17 @@ def test_unsupported_or_too_big_variants_are_infeasible() -> None:
     assert not tp.feasible and "tensor_parallel_size=2" in (tp.reason or "")
     small = get_backend("torch", memory_gib=0.0001).evaluate(EngineConfig(), _ctx())
     assert not small.feasible and "KV cache" in (small.reason or "")
-    ngram = backend.evaluate(EngineConfig(num_speculative_tokens=2, draft_model="ngram"), _ctx())
-    assert not ngram.feasible and "ngram" in (ngram.reason or "")
     other_vocab = _ctx().model_copy(update={"draft": tiny_spec(name="d", vocab_size=50)})
     bad = backend.evaluate(EngineConfig(num_speculative_tokens=2, draft_model="d"), other_vocab)
     assert not bad.feasible and "vocab" in (bad.reason or "")
+
+
+def test_ngram_speculation_is_measured() -> None:
+    ctx = _ctx(num_requests=4)
+    config = EngineConfig(num_speculative_tokens=3, draft_model="ngram", max_num_seqs=4)
+    m = get_backend("torch").evaluate(config, ctx)
+    _check_measured(m, ctx)
+    assert 0 <= float(m.extra["spec_acceptance_rate"]) <= 1  # type: ignore[arg-type]
 
 
 def test_missing_weights_directory_is_infeasible(tmp_path: object) -> None:

@@ -8,7 +8,7 @@ from _engine_fixtures import prompts, tiny_model
 
 from tuner.engine.generate import Engine, EngineLimits, run_to_completion
 from tuner.engine.quantize import quantize_model
-from tuner.engine.speculative import greedy_accept, rejection_accept
+from tuner.engine.speculative import greedy_accept, ngram_propose, rejection_accept
 
 
 @pytest.mark.parametrize("k", [1, 3, 5])
@@ -30,6 +30,27 @@ def test_greedy_speculative_equals_plain_greedy(k: int, draft_kind: str) -> None
         assert engine.acceptance_rate > 0.3  # a quantized copy mostly agrees with the target
     else:
         assert engine.acceptance_rate < 0.5  # an unrelated model mostly does not
+
+
+def test_ngram_proposals_follow_the_latest_match() -> None:
+    assert ngram_propose([1, 2, 3, 9, 1, 2, 3, 7, 1, 2, 3], 2) == [7, 1]  # suffix 1,2,3 seen at 4
+    assert ngram_propose([5, 6, 7], 3) == []
+    assert ngram_propose([4, 8, 4], 5) == [8, 4]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_ngram_speculation_runs_and_greedy_is_exact(temperature: float) -> None:
+    target = tiny_model(seed=0)
+    # Repetitive prompts give prompt-lookup something to match.
+    ps = [[3, 4, 5, 6] * 6, [9, 8, 7] * 5]
+    limits = EngineLimits(max_num_seqs=2)
+    engine = Engine(target, limits, ngram_draft=True, num_speculative_tokens=3,
+                    temperature=temperature, seed=1)  # fmt: skip
+    out = run_to_completion(engine, ps, 12)
+    assert [len(o) for o in out] == [12, 12]
+    assert engine.proposed_tokens > 0
+    if temperature == 0:
+        assert out == run_to_completion(Engine(target, limits), ps, 12)
 
 
 def test_greedy_accept_rule() -> None:

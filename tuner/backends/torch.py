@@ -109,12 +109,6 @@ class TorchBackend:
                 "on one device",
                 backend=self.name,
             )
-        if config.draft_model == "ngram":
-            return Metrics.infeasible(
-                "draft_model 'ngram' is not implemented in the reference "
-                "engine (needs a draft model)",
-                backend=self.name,
-            )
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         use_triton = device.startswith("cuda") if self.use_triton is None else self.use_triton
         quant = config.quantization.value
@@ -143,7 +137,8 @@ class TorchBackend:
 
         draft = None
         k = config.num_speculative_tokens
-        if k:
+        ngram = bool(k) and config.draft_model == "ngram"
+        if k and not ngram:
             draft = self._build_draft(config, ctx, device)
             paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
             extra["draft_kernel_path"] = ", ".join(paths)
@@ -194,6 +189,7 @@ class TorchBackend:
             model,
             limits,
             draft=draft,
+            ngram_draft=ngram,
             num_speculative_tokens=k,
             temperature=self.temperature,
             seed=self.seed,

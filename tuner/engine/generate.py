@@ -13,7 +13,7 @@ from torch import Tensor
 from tuner.engine.kv_cache import BlockAllocator, PagedKVCache
 from tuner.engine.model import Transformer, make_batch
 from tuner.engine.scheduler import Scheduler, Sequence
-from tuner.engine.speculative import greedy_accept, rejection_accept
+from tuner.engine.speculative import greedy_accept, ngram_propose, rejection_accept
 
 __all__ = ["Engine", "EngineLimits", "make_cache", "prefill_logits", "run_to_completion"]
 
@@ -58,6 +58,7 @@ class Engine:
         limits: EngineLimits,
         *,
         draft: Transformer | None = None,
+        ngram_draft: bool = False,
         num_speculative_tokens: int = 0,
         temperature: float = 0.0,
         seed: int = 0,
@@ -68,8 +69,8 @@ class Engine:
         self.cache = make_cache(
             model, limits.num_blocks, limits.block_size, limits.kv_dtype, use_triton
         )
-        self.k = num_speculative_tokens if draft is not None else 0
-        self.draft = draft
+        self.k = num_speculative_tokens if (draft is not None or ngram_draft) else 0
+        self.draft, self.ngram_draft = draft, ngram_draft
         self.draft_cache = (
             make_cache(draft, limits.num_blocks, limits.block_size, limits.kv_dtype, use_triton)
             if draft is not None
@@ -177,13 +178,33 @@ class Engine:
             for sid, (toks, lgs) in proposals.items()
         }
 
+    def _propose_ngram(
+        self, plan: list[tuple[Sequence, int]]
+    ) -> dict[int, tuple[list[int], Tensor]]:
+        """Prompt-lookup proposals; the draft 'logits' are one-hot (q = 1 on each proposal)."""
+        vocab = self.model.spec.vocab_size
+        out = {}
+        for seq, _ in plan:
+            if seq.in_prefill:
+                continue
+            toks = ngram_propose(seq.tokens, self.k)
+            logits = torch.full((len(toks), vocab), float("-inf"), device=self.device)
+            logits[torch.arange(len(toks)), torch.tensor(toks, dtype=torch.long)] = 0.0
+            out[seq.seq_id] = (toks, logits)
+        return out
+
     def step(self) -> list[tuple[Sequence, int]]:
         """Run one scheduler step; return (sequence, new tokens) for sequences that advanced."""
         plan = self.scheduler.schedule()
         if not plan:
             return []
         self.steps += 1
-        proposals = self._propose(plan) if self.k else {}
+        if not self.k:
+            proposals = {}
+        elif self.ngram_draft:
+            proposals = self._propose_ngram(plan)
+        else:
+            proposals = self._propose(plan)
         runs: list[tuple[Sequence, int, list[int]]] = []
         want: list[list[int]] = []
         for seq, n in plan:

@@ -15,7 +15,26 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["greedy_accept", "rejection_accept"]
+__all__ = ["greedy_accept", "ngram_propose", "rejection_accept"]
+
+NGRAM_MAX = 4  # longest suffix matched by prompt-lookup drafting (vLLM's default max is 4)
+NGRAM_MIN = 1
+
+
+def ngram_propose(
+    tokens: list[int], k: int, max_n: int = NGRAM_MAX, min_n: int = NGRAM_MIN
+) -> list[int]:
+    """Prompt-lookup draft: find the latest earlier occurrence of the longest suffix (max_n down
+    to min_n tokens) and propose up to k tokens that followed it; [] when nothing matches.
+
+    As a draft distribution this is one-hot: q(x_i) = 1 for each proposed token.
+    """
+    for n in range(min(max_n, len(tokens) - 1), min_n - 1, -1):
+        suffix = tokens[-n:]
+        for start in range(len(tokens) - n - 1, -1, -1):
+            if tokens[start : start + n] == suffix:
+                return tokens[start + n : start + n + k]
+    return []
 
 
 def greedy_accept(target_logits: Tensor, draft_tokens: list[int]) -> list[int]:
