@@ -119,8 +119,8 @@ def test_chat_api_and_text_prompts_without_tokenizer() -> None:
 def test_poisson_open_loop_sends_every_request() -> None:
     with running_fake_server(FakeServerConfig(ttft_s=0.01, itl_s=0.005)) as server:
         m = run_workload(
-            Endpoint(server.url), Workload(input_tokens=8, output_tokens=4, rate_rps=50.0,
-                                           num_requests=10)  # fmt: skip
+            Endpoint(server.url),
+            Workload(input_tokens=8, output_tokens=4, rate_rps=50.0, num_requests=10),
         )
     assert m.num_requests == 10 and m.failed_requests == 0
     assert m.extra["arrival"] == "poisson 50 rps"
