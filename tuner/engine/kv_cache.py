@@ -134,8 +134,11 @@ class PagedKVCache:
         t, h, d = q.shape
         k, v = self.gather(layer, batch.block_tables)  # [B, L, Hkv, D]
         nb = k.shape[0]
-        q_pad = q.new_zeros(nb * batch.q_max, h, d)
-        q_pad[batch.pad_index] = q
+        if batch.q_max == 1:  # pure decode: one query per sequence, no padding needed
+            q_pad = q
+        else:
+            q_pad = q.new_zeros(nb * batch.q_max, h, d)
+            q_pad[batch.pad_index] = q
         mask = batch.causal_mask(k.shape[1])  # [B, 1, Q, L]
         out = F.scaled_dot_product_attention(
             q_pad.view(nb, batch.q_max, h, d).transpose(1, 2),  # [B, H, Q, D]
@@ -144,4 +147,5 @@ class PagedKVCache:
             attn_mask=mask,
             enable_gqa=True,
         )  # [B, H, Q, D]
-        return out.transpose(1, 2).reshape(nb * batch.q_max, h, d)[batch.pad_index]
+        out = out.transpose(1, 2).reshape(nb * batch.q_max, h, d)
+        return out if batch.q_max == 1 else out[batch.pad_index]
