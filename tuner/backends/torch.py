@@ -49,7 +49,14 @@ class TorchBackend:
         use_triton: bool | None = None,
         report_quant_error: bool = True,
         int4_group_size: int = 128,
+        threads: int | None = None,
     ) -> None:
+        """Options: model_path (HF safetensors folder; smollm2-135m resolves to the converted
+        real checkpoint by itself), device (default cuda if present else cpu), seed (random
+        weights, prompts), temperature (0 = greedy), max_requests (cap on replayed requests),
+        memory_gib (memory budget instead of the device's), draft_quantization (applied to draft
+        models), use_triton (default: on CUDA), report_quant_error, int4_group_size, threads
+        (torch CPU threads; 1 avoids OpenMP thrashing on a shared, loaded CPU)."""
         self.model_path = Path(model_path) if model_path else None
         self.device = device
         self.seed, self.temperature = seed, temperature
@@ -59,6 +66,7 @@ class TorchBackend:
         self.use_triton = use_triton
         self.report_quant_error = report_quant_error
         self.int4_group_size = int4_group_size
+        self.threads = threads
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
@@ -109,6 +117,8 @@ class TorchBackend:
                 "on one device",
                 backend=self.name,
             )
+        if self.threads:
+            torch.set_num_threads(self.threads)
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         use_triton = device.startswith("cuda") if self.use_triton is None else self.use_triton
         quant = config.quantization.value
@@ -131,6 +141,11 @@ class TorchBackend:
             model, quant, use_triton=use_triton, int4_group_size=self.int4_group_size
         )
         extra["kernel_path"] = ", ".join(f"{p} x{n}" for p, n in paths.items())
+        extra["decode_attention_path"] = (
+            "triton.paged_decode_attention" if use_triton and device.startswith("cuda")
+            else "torch.sdpa(gathered paged KV)"
+        )  # fmt: skip
+        extra["cpu_threads"] = torch.get_num_threads()
         if ref_logits is not None and quant not in ("bf16", "fp16"):
             err = quantization_error(ref_logits, self._probe_logits(model, probe))
             extra.update({f"quant_{k}": v for k, v in err.items()})
