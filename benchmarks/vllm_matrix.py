@@ -64,7 +64,7 @@ def _fmt(value: object, spec: str = ".1f") -> str:
 
 def _row(v: Variant, m: Metrics, wall_s: float) -> list[str]:
     if not m.feasible:
-        return [v.label, "no", *["-"] * 10, f"{wall_s:.0f}", (m.reason or "")[:120]]
+        return [v.label, "no", *["-"] * 10, f"{wall_s:.0f}", (m.reason or "")[:160]]
     x = m.extra
     return [
         v.label, "yes",
@@ -75,7 +75,7 @@ def _row(v: Variant, m: Metrics, wall_s: float) -> list[str]:
         _fmt(x.get("spec_acceptance_rate"), ".2f")
         + (f" / {x['spec_mean_acceptance_length']:.2f}" if "spec_mean_acceptance_length" in x
            else ""),
-        f"{wall_s:.0f}", str(x.get("platform_note") or ""),
+        f"{wall_s:.0f}", "",
     ]  # fmt: skip
 
 
@@ -128,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"{args.concurrency} users, {args.num_requests} requests)")  # fmt: skip
     for col in ("variant", "ok", "TTFT p50", "TTFT p95", "TPOT p50", "TPOT p95", "out tok/s",
                 "start s", "preempt", "KV peak %", "prefix hit", "spec acc / len", "wall s",
-                "note / reason"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("variant", "note / reason") else "right")
+                "reason"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("variant", "reason") else "right")
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    notes = {str(r["metrics"]["extra"].get("platform_note")) for r in results.values()}
+    for note in sorted(notes - {"None"}):
+        console.print(f"note: {note}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
