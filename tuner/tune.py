@@ -117,7 +117,11 @@ def tune(
         (run_dir / RUN_FILE).write_text(spec.to_yaml())
     study = open_study(spec, run_dir, create=True)
     interrupted = search.fail_interrupted_trials(study) if resume else []
-    backend = get_backend(spec.backend, **spec.backend_options)
+    options = dict(spec.backend_options)
+    if spec.backend == "vllm":
+        # Server logs belong with the run they explain, not in a temp folder.
+        options.setdefault("run_dir", str(run_dir / "vllm-logs"))
+    backend = get_backend(spec.backend, **options)
     evaluator = search.Evaluator(backend, spec.context(), spec.space, spec.drafts)
     try:
         search.optimize(
