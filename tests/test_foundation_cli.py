@@ -43,8 +43,12 @@ def test_detect_without_driver_says_so_in_one_line() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "name", "suggestion"),
-    [("gpu", "h200-sxmm", "h200-sxm"), ("model", "llama-3.1-8", "llama-3.1-8b"),
-     ("space", "defualt", "default"), ("sla", "chatt", "chat")],
+    [
+        ("gpu", "h200-sxmm", "h200-sxm"),
+        ("model", "llama-3.1-8", "llama-3.1-8b"),
+        ("space", "defualt", "default"),
+        ("sla", "chatt", "chat"),
+    ],
 )
 def test_unknown_name_suggests_close_match(kind: str, name: str, suggestion: str) -> None:
     result = runner.invoke(app, ["show", kind, name])
@@ -62,8 +66,11 @@ def test_show_gpu_by_nvml_alias() -> None:
 BAD_FILES = {
     "gpu": ("name: x\nmemory_gib: -4\n", "memory_gib"),
     "model": ("name: m\nhidden_size: 64\nnum_layers: two\n", "num_layers"),
-    "space": ("quantization: [bf17]\nkv_dtype: [auto]\nmax_num_batched_tokens: [512]\n"
-              "max_num_seqs: [1]\n", "quantization"),
+    "space": (
+        "quantization: [bf17]\nkv_dtype: [auto]\nmax_num_batched_tokens: [512]\n"
+        "max_num_seqs: [1]\n",
+        "quantization",
+    ),
     "sla": ("name: s\nttft_ms: 100\npercentile: 97\n", "percentile"),
 }
 
@@ -124,8 +131,14 @@ def test_cross_field_errors_name_both_values() -> None:
     with pytest.raises(ValueError, match="rate_rps=2.0 and concurrency=4"):
         Workload(rate_rps=2.0, concurrency=4)
     with pytest.raises(ValueError, match="num_speculative_tokens must lie in 0..8"):
-        SearchSpace(quantization=["bf16"], kv_dtype=["auto"], max_num_batched_tokens=[512],
-                    max_num_seqs=[1], num_speculative_tokens=[9], draft_model=["ngram"])
+        SearchSpace(
+            quantization=["bf16"],
+            kv_dtype=["auto"],
+            max_num_batched_tokens=[512],
+            max_num_seqs=[1],
+            num_speculative_tokens=[9],
+            draft_model=["ngram"],
+        )
 
 
 def test_every_packaged_space_and_sla_validates() -> None:
@@ -148,15 +161,32 @@ def test_import_tuner_does_not_import_torch() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
-    ci_lines = [ln for ln in (ROOT / ".ci/run").read_text().splitlines()
-                if ln and not ln.startswith(("#", "set ", "cd "))]
+    ci_lines = [
+        ln
+        for ln in (ROOT / ".ci/run").read_text().splitlines()
+        if ln and not ln.startswith(("#", "set ", "cd "))
+    ]
     assert len(ci_lines) == 1
     assert ci_lines[0] in readme
 
 
 def test_wheel_ships_the_yaml_catalogs(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next(tmp_path.glob("tuner-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     for kind in ("hardware_profiles", "models", "search_spaces", "slas"):

@@ -56,8 +56,14 @@ def detect_gpus() -> list[DetectedGPU] | str:
             name = name.decode() if isinstance(name, bytes) else name
             mem_gib = pynvml.nvmlDeviceGetMemoryInfo(handle).total / 1024**3
             prof = match_profile(name, mem_gib)
-            found.append(DetectedGPU(index=i, name=name, memory_gib=round(mem_gib, 1),
-                                     profile=prof.name if prof else None))
+            found.append(
+                DetectedGPU(
+                    index=i,
+                    name=name,
+                    memory_gib=round(mem_gib, 1),
+                    profile=prof.name if prof else None,
+                )
+            )
         return found
     finally:
         pynvml.nvmlShutdown()

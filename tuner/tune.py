@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,9 +83,13 @@ def importances(
     evaluator = optuna.importance.PedAnovaImportanceEvaluator()
     for i, name in enumerate(names):
         try:
-            scores = optuna.importance.get_param_importances(
-                study, evaluator=evaluator, target=_objective_getter(i, maximize[i])
-            )
+            # The getter already negates maximised objectives, so Optuna's reminder that
+            # PED-ANOVA ranks low target values is noise here.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator")
+                scores = optuna.importance.get_param_importances(
+                    study, evaluator=evaluator, target=_objective_getter(i, maximize[i])
+                )
         except (RuntimeError, ValueError):  # e.g. a single distinct value per knob
             continue
         out[name] = {k: float(v) for k, v in scores.items()}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from tuner.cli import catalog_cmds  # noqa: F401  (registers commands)
-from tuner.cli import bench_cmd  # noqa: F401
-from tuner.cli import predict_cmd  # noqa: F401
-from tuner.cli import tune_cmd  # noqa: F401
+from tuner.cli import (
+    bench_cmd,  # noqa: F401
+    catalog_cmds,  # noqa: F401  (registers commands)
+    predict_cmd,  # noqa: F401
+    tune_cmd,  # noqa: F401
+)
 from tuner.cli.app import app
 
 __all__ = ["app", "main"]

@@ -26,13 +26,32 @@ def _fmt(v: float) -> str:
 def profiles() -> None:
     """List the GPU profiles (datasheet numbers) the tool can model."""
     t = Table(title="GPU profiles (dense tensor-core peaks)")
-    for col in ("name", "arch", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS",
-                "int8 TOPS", "int4 TOPS", "NVLink GB/s", "TDP W"):
+    for col in (
+        "name",
+        "arch",
+        "memory GiB",
+        "bandwidth GB/s",
+        "fp16 TFLOPS",
+        "fp8 TFLOPS",
+        "int8 TOPS",
+        "int4 TOPS",
+        "NVLink GB/s",
+        "TDP W",
+    ):
         t.add_column(col, justify="left" if col in ("name", "arch") else "right")
     for g in catalog.all_gpus():
-        t.add_row(g.name, g.architecture.value, f"{g.memory_gib:g}", f"{g.memory_bandwidth_gbps:g}",
-                  _fmt(g.fp16_tflops), _fmt(g.fp8_tflops), _fmt(g.int8_tops), _fmt(g.int4_tops),
-                  _fmt(g.nvlink_gbps), f"{g.tdp_w:g}")
+        t.add_row(
+            g.name,
+            g.architecture.value,
+            f"{g.memory_gib:g}",
+            f"{g.memory_bandwidth_gbps:g}",
+            _fmt(g.fp16_tflops),
+            _fmt(g.fp8_tflops),
+            _fmt(g.int8_tops),
+            _fmt(g.int4_tops),
+            _fmt(g.nvlink_gbps),
+            f"{g.tdp_w:g}",
+        )
     console.print(t)
 
 
@@ -41,14 +60,31 @@ def profiles() -> None:
 def models() -> None:
     """List the model architecture cards (any HF config.json path works too)."""
     t = Table(title="Models")
-    for col in ("name", "family", "params (B)", "active (B)", "layers", "hidden", "heads/kv",
-                "experts", "context"):
+    for col in (
+        "name",
+        "family",
+        "params (B)",
+        "active (B)",
+        "layers",
+        "hidden",
+        "heads/kv",
+        "experts",
+        "context",
+    ):
         t.add_column(col, justify="left" if col in ("name", "family") else "right")
     for m in catalog.all_models():
         experts = f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-"
-        t.add_row(m.name, m.family, f"{m.num_params / 1e9:.2f}", f"{m.num_active_params / 1e9:.2f}",
-                  str(m.num_layers), str(m.hidden_size),
-                  f"{m.num_attention_heads}/{m.num_kv_heads}", experts, str(m.max_context))
+        t.add_row(
+            m.name,
+            m.family,
+            f"{m.num_params / 1e9:.2f}",
+            f"{m.num_active_params / 1e9:.2f}",
+            str(m.num_layers),
+            str(m.hidden_size),
+            f"{m.num_attention_heads}/{m.num_kv_heads}",
+            experts,
+            str(m.max_context),
+        )
     console.print(t)
 
 
@@ -65,14 +101,28 @@ def _knob(v: object) -> str:
 def spaces() -> None:
     """List the search spaces and their knobs."""
     t = Table(title="Search spaces")
-    for col in ("name", "quantization", "kv dtype", "batched tokens", "max seqs", "tp",
-                "spec tokens", "prefix cache"):
+    for col in (
+        "name",
+        "quantization",
+        "kv dtype",
+        "batched tokens",
+        "max seqs",
+        "tp",
+        "spec tokens",
+        "prefix cache",
+    ):
         t.add_column(col)
     for s in catalog.all_search_spaces():
-        t.add_row(s.name, _knob(s.quantization), _knob(s.kv_dtype),
-                  _knob(s.max_num_batched_tokens), _knob(s.max_num_seqs),
-                  _knob(s.tensor_parallel_size), _knob(s.num_speculative_tokens),
-                  _knob(s.enable_prefix_caching))
+        t.add_row(
+            s.name,
+            _knob(s.quantization),
+            _knob(s.kv_dtype),
+            _knob(s.max_num_batched_tokens),
+            _knob(s.max_num_seqs),
+            _knob(s.tensor_parallel_size),
+            _knob(s.num_speculative_tokens),
+            _knob(s.enable_prefix_caching),
+        )
     console.print(t)
 
 
@@ -84,8 +134,13 @@ def slas() -> None:
     for col in ("name", "TTFT ms", "TPOT ms", "percentile", "description"):
         t.add_column(col)
     for s in catalog.all_slas():
-        t.add_row(s.name, "-" if s.ttft_ms is None else f"{s.ttft_ms:g}",
-                  "-" if s.tpot_ms is None else f"{s.tpot_ms:g}", f"P{s.percentile}", s.description)
+        t.add_row(
+            s.name,
+            "-" if s.ttft_ms is None else f"{s.ttft_ms:g}",
+            "-" if s.tpot_ms is None else f"{s.tpot_ms:g}",
+            f"P{s.percentile}",
+            s.description,
+        )
     console.print(t)
 
 
