@@ -217,8 +217,11 @@ def predict(
         doc["workload"] = ctx.workload.model_dump(mode="json")
         typer.echo(json.dumps(doc))
         return
+    # A measuring backend ran on a real device, which need not be the GPU profile named.
+    where = f"{tp}x {ctx.gpu.name}" if backend == "sim" else str(metrics.extra.get("device", "?"))
+    verb = "predicted" if backend == "sim" else "measured"
     title = escape(
-        f"{ctx.model.name} on {tp}x {ctx.gpu.name} ({config.quantization.value}) [{backend}]"
+        f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"
     )
     if not metrics.feasible:
         console.print(f"{title}: infeasible: {metrics.reason}", highlight=False)
