@@ -14,20 +14,11 @@ from pydantic import BaseModel
 
 from tuner.pareto import ParetoResult
 from tuner.run_spec import RunSpec
+from tuner.trials import KNOBS as KNOB_COLUMNS
 from tuner.trials import TrialRecord
 
 __all__ = ["Point", "ReportData", "render_html", "report_data"]
 
-KNOB_COLUMNS = (
-    "quantization",
-    "kv_dtype",
-    "tensor_parallel_size",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "draft_model",
-    "num_speculative_tokens",
-    "enable_prefix_caching",
-)
 # One colour per weight quantization (Plotly's qualitative "D3" palette, fixed order).
 QUANT_COLORS = {
     "bf16": "#1f77b4", "fp16": "#17becf", "fp8": "#ff7f0e", "int8": "#2ca02c",

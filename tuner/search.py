@@ -27,6 +27,7 @@ from tuner.trials import (
     ATTR_DUPLICATE_OF,
     ATTR_METRICS,
     ATTR_REASON,
+    KNOBS,
     TrialRecord,
     record_from_frozen,
 )
@@ -64,18 +65,6 @@ GRID_POINTS_PER_RANGE = 8
 # Several workers opening one new RDB study race to create its tables: retry this often.
 STORAGE_OPEN_ATTEMPTS = 5
 STORAGE_RETRY_S = 0.5
-
-# Order matters: samplers see knobs in this order every trial.
-KNOBS: tuple[str, ...] = (
-    "quantization",
-    "kv_dtype",
-    "tensor_parallel_size",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "draft_model",
-    "num_speculative_tokens",
-    "enable_prefix_caching",
-)
 
 
 def _choices(values: Iterable[Any]) -> list[Any]:

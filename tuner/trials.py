@@ -9,7 +9,20 @@ from pydantic import BaseModel, ConfigDict
 from tuner.objectives import constraint_values, objectives_for
 from tuner.specs import SLA, EngineConfig, Metrics
 
-__all__ = ["TrialRecord", "TrialState", "record_from_frozen"]
+__all__ = ["KNOBS", "TrialRecord", "TrialState", "record_from_frozen"]
+
+# The knobs a search varies, in the order samplers see them every trial (order changes what a
+# seeded sampler proposes, so it is fixed here once for the search and the report).
+KNOBS: tuple[str, ...] = (
+    "quantization",
+    "kv_dtype",
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "draft_model",
+    "num_speculative_tokens",
+    "enable_prefix_caching",
+)
 
 TrialState = Literal["complete", "pruned", "failed", "running", "waiting"]
 
