@@ -50,13 +50,16 @@ class TorchBackend:
         report_quant_error: bool = True,
         int4_group_size: int = 128,
         threads: int | None = None,
+        compile: bool = False,
     ) -> None:
         """Options: model_path (HF safetensors folder; smollm2-135m resolves to the converted
         real checkpoint by itself), device (default cuda if present else cpu), seed (random
         weights, prompts), temperature (0 = greedy), max_requests (cap on replayed requests),
         memory_gib (memory budget instead of the device's), draft_quantization (applied to draft
         models), use_triton (default: on CUDA), report_quant_error, int4_group_size, threads
-        (torch CPU threads; 1 avoids OpenMP thrashing on a shared, loaded CPU)."""
+        (torch CPU threads; 1 avoids OpenMP thrashing on a shared, loaded CPU), compile
+        (torch.compile the engine step; compilation is timed as extra['compile_s'], apart from
+        the replayed workload)."""
         self.model_path = Path(model_path) if model_path else None
         self.device = device
         self.seed, self.temperature = seed, temperature
@@ -67,6 +70,7 @@ class TorchBackend:
         self.report_quant_error = report_quant_error
         self.int4_group_size = int4_group_size
         self.threads = threads
+        self.compile = compile
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
@@ -137,9 +141,16 @@ class TorchBackend:
             generator=torch.Generator().manual_seed(self.seed),
         ).tolist()
         ref_logits = self._probe_logits(model, probe) if self.report_quant_error else None
-        paths = quantize_model(
-            model, quant, use_triton=use_triton, int4_group_size=self.int4_group_size
-        )
+        if self.compile and quant in ("bf16", "fp16", "fp32"):
+            # Inductor freezes and prepacks plain nn.Linear itself; opaque oneDNN-prepacked
+            # weights cannot be traced.
+            paths = {
+                "inductor(F.linear)": sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+            }
+        else:
+            paths = quantize_model(
+                model, quant, use_triton=use_triton, int4_group_size=self.int4_group_size
+            )
         extra["kernel_path"] = ", ".join(f"{p} x{n}" for p, n in paths.items())
         extra["decode_attention_path"] = (
             "triton.paged_decode_attention" if use_triton and device.startswith("cuda")
@@ -209,7 +220,9 @@ class TorchBackend:
             temperature=self.temperature,
             seed=self.seed,
             use_triton=use_triton,
+            compile=self.compile,
         )
+        extra["compile"] = self.compile
         sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
         count = min(wl.num_requests, self.max_requests or wl.num_requests)
@@ -223,6 +236,8 @@ class TorchBackend:
         warm_start = time.perf_counter()
         self._warm_up(engine)
         extra["warmup_s"] = time.perf_counter() - warm_start
+        # With compile, warm-up is where the step graphs are compiled (its cost, not workload).
+        extra["compile_s"] = extra["warmup_s"] if self.compile else 0.0
         engine.proposed_tokens = engine.accepted_tokens = 0
 
         from tuner.engine.replay import replay

@@ -4,6 +4,8 @@ optionally with a draft model proposing k tokens that the target verifies in the
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -63,8 +65,15 @@ class Engine:
         temperature: float = 0.0,
         seed: int = 0,
         use_triton: bool = False,
+        compile: bool = False,
     ) -> None:
         self.model, self.limits, self.temperature = model, limits, temperature
+        # compile=True: the target's forward runs through torch.compile (tuner/engine/compile.py).
+        self._target_forward: Callable[..., Tensor] = model
+        if compile:
+            from tuner.engine.compile import compile_forward
+
+            self._target_forward = compile_forward(model)
         self.device = model.model.embed_tokens.weight.device
         self.cache = make_cache(
             model, limits.num_blocks, limits.block_size, limits.kv_dtype, use_triton
@@ -129,12 +138,16 @@ class Engine:
         for (_, _, toks), w in zip(runs, want, strict=True):
             rows += [offsets + i for i in w]
             offsets += len(toks)
-        logits = model(
-            torch.tensor(flat, device=self.device),
-            batch,
-            cache,
-            torch.tensor(rows, device=self.device, dtype=torch.long),
-        )
+        forward = self._target_forward if model is self.model else model
+        # Compiled steps freeze weights only without autograd; eager steps run as before.
+        mode = torch.inference_mode() if forward is not model else contextlib.nullcontext()
+        with mode:
+            logits = forward(
+                torch.tensor(flat, device=self.device),
+                batch,
+                cache,
+                torch.tensor(rows, device=self.device, dtype=torch.long),
+            )
         out, at = [], 0
         for w in want:
             out.append(logits[at : at + len(w)])

@@ -93,7 +93,11 @@ class Int8WeightOnlyLinear(QuantizedLinear):
 
     def forward(self, x: Tensor) -> Tensor:
         x2 = x.reshape(-1, self.in_features)  # [M, K]
-        if self.path == "aten._weight_int8pack_mm":
+        if self.path == "aten._weight_int8pack_mm" and torch.compiler.is_compiling():
+            # Inductor pattern-matches exactly mm(x, w.t().to(bf16)) * scales into its int8
+            # weight-only GEMM (a C++ AMX/AVX-512 template under max-autotune with frozen weights).
+            y = torch.mm(x2, self.weight.t().to(x2.dtype)) * self.scales
+        elif self.path == "aten._weight_int8pack_mm":
             y = torch._weight_int8pack_mm(x2, self.weight, self.scales)
         elif self.path == "triton.int8_matmul":
             from tuner.engine.kernels.int8_matmul import int8_weight_only_matmul
