@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _engine_fixtures import prompts, tiny_model, tiny_spec
 
-from tests._engine_fixtures import prompts, tiny_model
+from tuner.backends import get_backend
+from tuner.catalog import load_gpu, load_sla
 from tuner.engine.compile import compile_available
 from tuner.engine.generate import Engine, EngineLimits, run_to_completion
 from tuner.engine.quantize import quantize_model
+from tuner.specs import Context, EngineConfig, Workload
 
 _OK, _WHY = compile_available()
 pytestmark = pytest.mark.skipif(not _OK, reason=_WHY or "torch.compile unavailable")
@@ -62,3 +65,21 @@ def test_compiled_greedy_tokens_equal_eager() -> None:
     eager = run_to_completion(Engine(model, limits), ps, 6)
     compiled = run_to_completion(Engine(model, limits, compile=True), ps, 6)
     assert compiled == eager
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quant", ["bf16", "int8-wo"])
+def test_torch_backend_compile_records_compile_time(quant: str) -> None:
+    """TorchBackend(compile=True) measures the workload and reports compile_s apart from it."""
+    ctx = Context(
+        model=tiny_spec(name="tiny-compile"),
+        gpu=load_gpu("h200-sxm"),
+        sla=load_sla("chat"),
+        workload=Workload(input_tokens=24, output_tokens=6, concurrency=2, num_requests=4),
+    )
+    config = EngineConfig(quantization=quant, max_num_seqs=2, max_num_batched_tokens=32)
+    m = get_backend("torch", seed=1, compile=True).evaluate(config, ctx)
+    assert m.feasible, m.reason
+    assert m.extra["compile"] is True
+    assert float(m.extra["compile_s"]) > 0  # type: ignore[arg-type]
+    assert m.num_requests == 4 and m.failed_requests == 0
