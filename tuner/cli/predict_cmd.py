@@ -192,6 +192,9 @@ def predict(
     sla: Annotated[str, typer.Option(help="SLA preset used for goodput")] = "chat",
     backend: Annotated[str, typer.Option(help="sim predicts; torch and vllm measure")] = "sim",
     model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
+    compile_step: Annotated[
+        bool, typer.Option("--compile", help="torch backend: torch.compile the engine step")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""
@@ -208,6 +211,10 @@ def predict(
         options["capacity"] = True
     elif model_path is not None:
         options["model_path"] = model_path
+    if compile_step:
+        if backend != "torch":
+            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
+        options["compile"] = True
     metrics = get_backend(backend, **options).evaluate(config, ctx)
     if as_json:
         doc = metrics.model_dump(mode="json")

@@ -91,11 +91,16 @@ def build_run_spec(
     seed: int = 0,
     storage: str | None = None,
     study_name: str = "tuner",
+    compile_step: bool = False,
 ) -> RunSpec:
     """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
     model_spec = catalog.load_model(model)
     search_space = catalog.load_search_space(space)
     options: dict[str, Any] = {"model_path": model_path} if model_path else {}
+    if compile_step:
+        if backend != "torch":
+            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
+        options["compile"] = True
     data = {
         "model": model_spec,
         "gpu": catalog.load_gpu(gpu),
@@ -202,6 +207,9 @@ def tune_command(
     ] = None,
     backend: Annotated[str, typer.Option(help="sim predicts; torch/vllm measure")] = "sim",
     model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
+    compile_step: Annotated[
+        bool, typer.Option("--compile", help="torch backend: torch.compile the engine step")
+    ] = False,
     model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
     sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = (DEFAULT_SAMPLER),
     trials: Annotated[int | None, typer.Option(help="Finished trials to reach")] = None,
@@ -237,7 +245,7 @@ def tune_command(
                              "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
-            study_name=study,
+            study_name=study, compile_step=compile_step,
         )  # fmt: skip
         folder = run_dir or out / run_dir_name(spec, datetime.now())
     if trials is not None and (resume is not None or config is not None):
