@@ -151,6 +151,10 @@ class TorchBackend:
             paths = quantize_model(
                 model, quant, use_triton=use_triton, int4_group_size=self.int4_group_size
             )
+        if self.compile:
+            # Compiled int8 layers trace a plain mm that Inductor swaps for its own WOQ GEMM.
+            paths = {p.replace("aten._weight_int8pack_mm", "inductor(int8 WOQ mm)"): n
+                     for p, n in paths.items()}  # fmt: skip
         extra["kernel_path"] = ", ".join(f"{p} x{n}" for p, n in paths.items())
         extra["decode_attention_path"] = (
             "triton.paged_decode_attention" if use_triton and device.startswith("cuda")
