@@ -1,4 +1,4 @@
-"""Predict every row of ../shared/validation/public.csv with the sim backend and report the error.
+"""Predict every row of benchmarks/data/public.csv with the sim backend and report the error.
 
 Prints, per row, the measured and predicted value with the signed percent error; the rows the
 model cannot represent, each with the reason; and the median absolute percent error per metric.
@@ -24,7 +24,7 @@ from tuner.perf.memory import plan_memory
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / "public.csv"
+DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "public.csv"
 
 # Validation GPU names -> catalog profiles. Power caps are not modelled (the datasheet profile is
 # used and the row keeps its cap in the printout); an unstated A100 80GB variant maps to SXM.

@@ -29,12 +29,13 @@ from pathlib import Path
 
 import optuna
 
-from tuner import catalog, search
+from tuner import catalog
 from tuner.backends import get_backend
 from tuner.cli.tune_cmd import DEFAULT_TUNE_CONCURRENCY
-from tuner.pareto import analyze, hypervolume_history, to_minimization
+from tuner.search import study as search
+from tuner.search.pareto import analyze, hypervolume_history, to_minimization
+from tuner.search.trials import TrialRecord
 from tuner.specs import Context, EngineConfig, Metrics, SearchSpace, Workload
-from tuner.trials import TrialRecord
 from tuner.validity import invalid_reason
 
 BUDGETS = (25, 50, 100, 200)

@@ -171,6 +171,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_wheel_ships_the_yaml_catalogs(tmp_path: Path) -> None:
+    """The top-level catalogs travel inside the wheel; an installed wheel lists them."""
     subprocess.run(
         [
             sys.executable,
@@ -190,4 +191,54 @@ def test_wheel_ships_the_yaml_catalogs(tmp_path: Path) -> None:
     wheel = next(tmp_path.glob("tuner-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     for kind in ("hardware_profiles", "models", "search_spaces", "slas"):
-        assert any(n.startswith(f"tuner/data/{kind}/") and n.endswith(".yaml") for n in names), kind
+        assert any(
+            n.startswith(f"tuner/_catalogs/{kind}/") and n.endswith(".yaml") for n in names
+        ), kind
+    # A clean venv with only the wheel installed (dependencies borrowed from this venv's
+    # site-packages by path, so its editable install of the checkout is not seen).
+    clean = tmp_path / "clean"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(clean)], check=True)
+    site = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    deps = next(p for p in sys.path if p.endswith("site-packages"))
+    env = {"PYTHONPATH": f"{site}:{deps}", "COLUMNS": "400", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [
+            str(clean / "bin" / "python"),
+            "-c",
+            "import tuner, tuner.catalog as c; print(tuner.__file__);"
+            "print(len(c.list_names('hardware_profiles')))",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out[0].startswith(str(site)), out
+    assert int(out[1]) == len(catalog.list_names("hardware_profiles"))
+    listed = subprocess.run(
+        [str(clean / "bin" / "python"), "-m", "tuner", "profiles"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert listed.returncode == 0, listed.stderr
+    for name in catalog.list_names("hardware_profiles"):
+        assert name in listed.stdout, name

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from _fake_openai import FakeServerConfig, running_fake_server
 
+from tuner.bench.loadgen import Endpoint, LoadOptions, check_endpoint, plan_requests, run_workload
 from tuner.errors import BackendError
-from tuner.loadgen import Endpoint, LoadOptions, check_endpoint, plan_requests, run_workload
 from tuner.specs import Workload
 
 # Sleeps are lower bounds; scheduling on a busy 2-core machine adds a little on top.

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuner.bench_stats import RequestResult, aggregate, percentiles_ms, summarize_failures
+from tuner.bench.stats import RequestResult, aggregate, percentiles_ms, summarize_failures
 from tuner.specs import SLA
 
 

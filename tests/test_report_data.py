@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tuner import search
 from tuner.cli import app
-from tuner.pareto import analyze
-from tuner.report import figures, report_data
-from tuner.run_spec import load_run_spec
-from tuner.tune import open_study
+from tuner.run.report import figures, report_data
+from tuner.run.spec import load_run_spec
+from tuner.run.tune import open_study
+from tuner.search import study as search
+from tuner.search.pareto import analyze
 
 
 @pytest.fixture(scope="module")

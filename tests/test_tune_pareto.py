@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tuner.pareto import (
+from tuner.search.pareto import (
     SLA_HEADROOM,
     analyze,
     hypervolume,
@@ -19,8 +19,8 @@ from tuner.pareto import (
     non_dominated_mask,
     to_minimization,
 )
+from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, EngineConfig, Metrics, Percentiles
-from tuner.trials import TrialRecord
 
 points = st.integers(1, 3).flatmap(
     lambda d: arrays(np.float64, st.tuples(st.integers(1, 25), st.just(d)),

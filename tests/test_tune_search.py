@@ -6,9 +6,10 @@ import optuna
 import pytest
 
 from tests._fake_backend import FakeBackend
-from tuner import catalog, search
+from tuner import catalog
+from tuner.search import study as search
+from tuner.search.trials import TrialRecord
 from tuner.specs import Context, SearchSpace, Workload
-from tuner.trials import TrialRecord
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

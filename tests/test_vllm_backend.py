@@ -296,8 +296,8 @@ def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) ->
 
     from tuner.cli import app
     from tuner.real_model import ensure_smollm2
-    from tuner.trials import ATTR_METRICS
-    from tuner.tune import STUDY_FILE
+    from tuner.run.tune import STUDY_FILE
+    from tuner.search.trials import ATTR_METRICS
 
     space = tmp_path / "space.yaml"
     space.write_text(SPACE_YAML)

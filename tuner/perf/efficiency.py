@@ -2,7 +2,7 @@
 
 The roofline model multiplies datasheet peaks (GPUProfile) by these fractions. They are shared
 by every GPU, model and workload (no per-row special cases) and were tuned against
-`../shared/validation/public.csv` with `benchmarks/accuracy.py`; calibration can pass a
+`benchmarks/data/public.csv` with `benchmarks/accuracy.py`; calibration can pass a
 different `Efficiency` to every function that takes one. With the defaults below,
 `python benchmarks/accuracy.py` reports a median absolute error of 5.5% on 21 throughput rows
 and 9.8% on 14 single-stream decode rows.

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from tuner.objectives import Objective, objectives_for, sla_violations
+from tuner.search.objectives import Objective, objectives_for, sla_violations
+from tuner.search.trials import TrialRecord
 from tuner.specs import SLA
-from tuner.trials import TrialRecord
 
 __all__ = [
     "HV_REFERENCE_MARGIN",

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner import __version__, catalog
 from tuner.errors import InputError
-from tuner.search import DEFAULT_SAMPLER, SAMPLERS
+from tuner.search.study import DEFAULT_SAMPLER, SAMPLERS
 from tuner.specs import SLA, Context, GPUProfile, ModelSpec, SearchSpace, Workload
 
 __all__ = ["DEFAULT_TRIALS", "RunSpec", "load_run_spec", "resolve_drafts", "run_dir_name"]

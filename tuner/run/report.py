@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tuner.pareto import ParetoResult
-from tuner.run_spec import RunSpec
-from tuner.trials import KNOBS as KNOB_COLUMNS
-from tuner.trials import TrialRecord
+from tuner.run.spec import RunSpec
+from tuner.search.pareto import ParetoResult
+from tuner.search.trials import KNOBS as KNOB_COLUMNS
+from tuner.search.trials import TrialRecord
 
 __all__ = ["Point", "ReportData", "render_html", "report_data"]
 

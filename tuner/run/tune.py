@@ -11,13 +11,13 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner import search
 from tuner.backends import get_backend
 from tuner.errors import InputError, NoFeasibleConfigError
-from tuner.pareto import ParetoResult, analyze, no_feasible_message
-from tuner.run_folder import write_outputs
-from tuner.run_spec import RUN_FILE, RunSpec, load_run_spec
-from tuner.trials import TrialRecord
+from tuner.run.folder import write_outputs
+from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
+from tuner.search import study as search
+from tuner.search.pareto import ParetoResult, analyze, no_feasible_message
+from tuner.search.trials import TrialRecord
 
 __all__ = [
     "TuneOutcome",

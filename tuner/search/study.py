@@ -1,6 +1,6 @@
 """The Optuna study: sample EngineConfigs from a SearchSpace, evaluate them, record constraints.
 
-Objectives and constraints come from `tuner.objectives`; Optuna's constraint convention
+Objectives and constraints come from `tuner.search.objectives`; Optuna's constraint convention
 (`trial.set_constraint`, <= 0 feasible) lets SLA misses and out-of-memory variants steer the
 sampler instead of being dropped. Invalid combinations are pruned before evaluation with the
 reason kept as a trial attribute; duplicate variants reuse the first evaluation.
@@ -20,9 +20,8 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.backends import Backend
 from tuner.errors import InputError
-from tuner.objectives import constraint_names, constraint_values, objectives_for
-from tuner.specs import Context, EngineConfig, IntRange, Metrics, ModelSpec, SearchSpace
-from tuner.trials import (
+from tuner.search.objectives import constraint_names, constraint_values, objectives_for
+from tuner.search.trials import (
     ATTR_CONFIG,
     ATTR_DUPLICATE_OF,
     ATTR_METRICS,
@@ -31,6 +30,7 @@ from tuner.trials import (
     TrialRecord,
     record_from_frozen,
 )
+from tuner.specs import Context, EngineConfig, IntRange, Metrics, ModelSpec, SearchSpace
 from tuner.validity import invalid_reason
 
 __all__ = [

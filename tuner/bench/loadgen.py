@@ -1,7 +1,7 @@
 """Load generator for OpenAI-compatible servers (vLLM, SGLang, TensorRT-LLM, llama.cpp).
 
 Streams `/v1/completions` or `/v1/chat/completions` requests, open-loop (Poisson arrivals) or
-closed-loop (N users), times every chunk and aggregates with `tuner.bench_stats` (vLLM
+closed-loop (N users), times every chunk and aggregates with `tuner.bench.stats` (vLLM
 `bench serve` definitions). Input lengths are exact when the server can tokenize (`/tokenize`,
 vLLM and SGLang): completions then send token-id prompts cut from a tokenized corpus. Output
 lengths are exact when the server honours `ignore_eos` / `min_tokens`; the first warm-up request
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import httpx
 
-from tuner.bench_stats import RequestResult, aggregate
+from tuner.bench.stats import RequestResult, aggregate
 from tuner.errors import BackendError
 from tuner.specs import SLA, Metrics, Workload
 

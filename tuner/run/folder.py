@@ -11,11 +11,11 @@ import yaml
 from tuner.errors import InputError
 from tuner.export import sglang, trtllm, vllm
 from tuner.export.bundle import EngineExport
-from tuner.pareto import ParetoResult
-from tuner.report import render_html, report_data
-from tuner.run_spec import RunSpec
+from tuner.run.report import render_html, report_data
+from tuner.run.spec import RunSpec
+from tuner.search.pareto import ParetoResult
+from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
-from tuner.trials import TrialRecord
 
 __all__ = [
     "OUTPUT_FILES",

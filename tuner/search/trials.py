@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from tuner.objectives import constraint_values, objectives_for
+from tuner.search.objectives import constraint_values, objectives_for
 from tuner.specs import SLA, EngineConfig, Metrics
 
 __all__ = ["KNOBS", "TrialRecord", "TrialState", "record_from_frozen"]
@@ -74,7 +74,7 @@ _STATES: dict[str, TrialState] = {
 
 
 def record_from_frozen(trial: Any) -> TrialRecord:
-    """Convert an optuna FrozenTrial written by tuner.search into a TrialRecord."""
+    """Convert an optuna FrozenTrial written by tuner.search.study into a TrialRecord."""
     attrs = trial.user_attrs
     config = attrs.get(ATTR_CONFIG)
     metrics = attrs.get(ATTR_METRICS)

@@ -1,0 +1,1 @@
+"""Load generation against OpenAI-compatible servers and the latency statistics of a run."""

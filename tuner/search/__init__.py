@@ -1,0 +1,1 @@
+"""The search: knob space, Optuna study and sampler, objectives, trials as data, Pareto front."""
