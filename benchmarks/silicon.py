@@ -1,0 +1,191 @@
+"""Score the sim backend on benchmarks/data/silicon_public.csv (closed-loop mean TTFT and TPOT).
+
+Each row is one engine instance serving `batch_size` concurrent closed-loop users with fixed
+input/output lengths; the measured values are mean TTFT and mean TPOT at steady state. We run
+the same load through `predict_metrics` with the engine defaults every row shares (8192-token
+step budget with chunked prefill, `max_num_seqs` large enough not to bind), so no row, source or
+engine gets a special case. Imported by `accuracy.py`; runnable alone:
+
+    python benchmarks/silicon.py [--csv PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner import catalog
+from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.predict import predict_metrics
+from tuner.specs import SLA, Context, EngineConfig, KVDtype, Quantization, Workload
+
+DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "silicon_public.csv"
+
+MODELS = {
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+}
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
+# gemm_quant_mode -> weight quantization. fp8_block (128x128 block scales) runs the same FP8
+# tensor-core math as per-tensor fp8; nvfp4 has no model here and is skipped with that reason.
+GEMM_MODES = {"": Quantization.bf16, "fp8": Quantization.fp8, "fp8_block": Quantization.fp8}
+# The `precision` column names the KV-cache dtype of the FP8/FP4 rows ("" = 16-bit).
+KV_PRECISIONS = {"": KVDtype.auto, "fp8": KVDtype.fp8, "fp4": KVDtype.fp8}
+# Shared engine defaults: the step budget vLLM (>= 70 GiB GPUs), SGLang and TensorRT-LLM use
+# for online serving, and a sequence limit above every row's concurrency.
+MAX_BATCHED_TOKENS = 8192
+MIN_MAX_NUM_SEQS = 1024
+NO_SLA = SLA(name="none")
+
+
+@dataclass
+class SiliconResult:
+    """One silicon row: measured and predicted mean TTFT/TPOT, or why it was skipped."""
+
+    row_id: str
+    engine: str
+    measured_ttft_ms: float
+    measured_tpot_ms: float
+    predicted_ttft_ms: float | None = None
+    predicted_tpot_ms: float | None = None
+    skipped: str | None = None
+
+    def errors_pct(self) -> tuple[float, float]:
+        """Signed percent errors of TTFT and TPOT."""
+        assert self.predicted_ttft_ms is not None and self.predicted_tpot_ms is not None
+        ttft = 100.0 * (self.predicted_ttft_ms - self.measured_ttft_ms) / self.measured_ttft_ms
+        tpot = 100.0 * (self.predicted_tpot_ms - self.measured_tpot_ms) / self.measured_tpot_ms
+        return ttft, tpot
+
+
+def row_case(row: dict[str, str]) -> tuple[str, str, EngineConfig, Workload]:
+    """Model, GPU, engine config and closed-loop workload of one row (LookupError if unmodelled)."""
+    model = MODELS.get(row["model_path"])
+    gpu = SYSTEMS.get(row["system"])
+    quant = GEMM_MODES.get(row["gemm_quant_mode"])
+    if model is None or gpu is None:
+        raise LookupError(f"no catalog entry for {row['model_path']} on {row['system']}")
+    if quant is None:
+        raise LookupError(f"gemm_quant_mode {row['gemm_quant_mode']!r} is not modelled")
+    if int(float(row["pp_size"])) != 1:
+        raise LookupError("pipeline parallelism is not modelled")
+    users = int(float(row["batch_size"]))
+    config = EngineConfig(
+        quantization=quant,
+        kv_dtype=KV_PRECISIONS.get(row["precision"], KVDtype.auto),
+        tensor_parallel_size=int(float(row["tp_size"])),
+        max_num_batched_tokens=MAX_BATCHED_TOKENS,
+        max_num_seqs=max(MIN_MAX_NUM_SEQS, users),
+        enable_prefix_caching=False,
+    )
+    workload = Workload(
+        input_tokens=int(row["isl"]), output_tokens=int(row["osl"]), concurrency=users
+    )
+    return model, gpu, config, workload
+
+
+def predict_silicon_row(
+    row: dict[str, str], eff: Efficiency = DEFAULT_EFFICIENCY, requests_per_user: int | None = None
+) -> SiliconResult:
+    """Predict one row's mean TTFT and TPOT (`requests_per_user` overrides the request count)."""
+    res = SiliconResult(
+        row["id"], row["backend"], float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
+    )
+    try:
+        model_name, gpu_name, config, workload = row_case(row)
+    except LookupError as exc:
+        res.skipped = str(exc)
+        return res
+    if requests_per_user is not None:
+        n = requests_per_user * workload.users
+        workload = workload.model_copy(update={"num_requests": n})
+    ctx = Context(
+        model=catalog.load_model(model_name),
+        gpu=catalog.load_gpu(gpu_name),
+        sla=NO_SLA,
+        workload=workload,
+        num_gpus=config.tensor_parallel_size,
+    )
+    metrics = predict_metrics(config, ctx, eff)
+    if not metrics.feasible:
+        res.skipped = f"predicted infeasible: {metrics.reason}"
+        return res
+    res.predicted_ttft_ms, res.predicted_tpot_ms = metrics.ttft_ms.mean, metrics.tpot_ms.mean
+    return res
+
+
+def load_rows(path: Path) -> list[dict[str, str]]:
+    """Rows of the silicon CSV."""
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def summarize_errors(results: list[SiliconResult]) -> dict[str, dict[str, float]]:
+    """Median absolute % error of TTFT and TPOT per engine and over all scored rows."""
+    groups: dict[str, list[SiliconResult]] = {}
+    for r in results:
+        if r.skipped is None:
+            groups.setdefault(r.engine, []).append(r)
+            groups.setdefault("all", []).append(r)
+    out = {}
+    for name, rows in sorted(groups.items()):
+        errs = [r.errors_pct() for r in rows]
+        out[name] = {
+            "rows": len(rows),
+            "ttft_median_abs_pct": statistics.median(abs(e[0]) for e in errs),
+            "tpot_median_abs_pct": statistics.median(abs(e[1]) for e in errs),
+            "ttft_median_signed_pct": statistics.median(e[0] for e in errs),
+            "tpot_median_signed_pct": statistics.median(e[1] for e in errs),
+        }
+    return out
+
+
+def score(
+    path: Path = DEFAULT_CSV, requests_per_user: int | None = None
+) -> tuple[list[SiliconResult], dict[str, dict[str, float]]]:
+    """Predict every row of `path`; the per-row results and the per-engine summary."""
+    results = [predict_silicon_row(r, requests_per_user=requests_per_user) for r in load_rows(path)]
+    return results, summarize_errors(results)
+
+
+def print_summary(results: list[SiliconResult], summary: dict[str, dict[str, float]]) -> None:
+    """Skipped-row reasons and the per-engine median errors, one line each."""
+    skipped: dict[str, int] = {}
+    for r in results:
+        if r.skipped:
+            skipped[r.skipped] = skipped.get(r.skipped, 0) + 1
+    print(f"\nsilicon rows (closed-loop mean TTFT/TPOT), {len(results)} rows:")
+    for reason, count in sorted(skipped.items()):
+        print(f"  skipped {count}: {reason}")
+    print(f"  {'engine':8} {'rows':>5} {'TTFT |err|':>11} {'TPOT |err|':>11} {'TTFT bias':>10}")
+    for name, s in summary.items():
+        print(
+            f"  {name:8} {s['rows']:5d} {s['ttft_median_abs_pct']:10.1f}% "
+            f"{s['tpot_median_abs_pct']:10.1f}% {s['ttft_median_signed_pct']:+9.1f}%"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Score the silicon rows and print (or --json) the per-engine summary."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--requests-per-user", type=int, default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    results, summary = score(args.csv, args.requests_per_user)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_summary(results, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
