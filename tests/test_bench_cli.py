@@ -30,7 +30,7 @@ def test_bench_prints_a_percentile_table_and_sla_check() -> None:
     assert result.exit_code == 0, result.output
     for word in ("TTFT", "TPOT", "ITL", "E2E", "P99", "fake-model", "SLA chat", "goodput"):
         assert word in result.output
-    assert "4/4 ok" in result.output
+    assert "4/4 measured ok" in result.output and "after 2 warm-up" in result.output
 
 
 def test_bench_json_is_metrics() -> None:

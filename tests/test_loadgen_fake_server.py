@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from _fake_openai import FakeServerConfig, running_fake_server
 
+from tuner.bench.arrivals import plan_workload
 from tuner.bench.loadgen import Endpoint, LoadOptions, check_endpoint, plan_requests, run_workload
 from tuner.errors import BackendError
-from tuner.specs import Workload
+from tuner.specs import Metrics, Workload
 
 # Sleeps are lower bounds; scheduling on a busy 2-core machine adds a little on top.
 SLACK_MS = 40.0
@@ -36,10 +37,10 @@ def test_known_timings_give_known_percentiles() -> None:
 def test_warmup_is_excluded_and_requests_carry_exact_lengths() -> None:
     with running_fake_server() as server:
         m = run_workload(
-            Endpoint(server.url), _workload(num_requests=4), options=LoadOptions(warmup_requests=2)
+            Endpoint(server.url), _workload(num_requests=4), options=LoadOptions(probe_requests=2)
         )
-    assert m.num_requests == 4
-    assert len(server.bodies) == 6  # 2 warm-up + 4 measured
+    assert m.num_requests == 4 and m.warmup_requests == 3  # one warm-up request per user
+    assert len(server.bodies) == 9  # 2 probes + 3 warm-up + 4 measured
     for body in server.bodies:
         assert body["ignore_eos"] is True and body["min_tokens"] == body["max_tokens"] == 6
         assert len(body["prompt"]) == 16  # token ids from the server's tokenizer
@@ -55,7 +56,10 @@ def test_ignore_eos_makes_outputs_full_length() -> None:
     assert exact.extra["output_length_mismatches"] == 0
     assert natural.extra["output_length_mismatches"] == 6
     assert not natural.extra["output_tokens_exact"]
-    assert natural.output_tokens_per_s < exact.output_tokens_per_s
+    def tokens(m: Metrics) -> float:
+        return m.output_tokens_per_s * float(m.extra["duration_s"])  # type: ignore[arg-type]
+
+    assert tokens(natural) == pytest.approx(12) and tokens(exact) == pytest.approx(36)
 
 
 def test_a_server_rejecting_ignore_eos_is_reported_not_fatal() -> None:
@@ -83,7 +87,7 @@ def test_timeout_is_a_failure() -> None:
         m = run_workload(
             Endpoint(server.url),
             _workload(num_requests=2, concurrency=2),
-            options=LoadOptions(timeout_s=0.2, warmup_requests=0),
+            options=LoadOptions(timeout_s=0.2, probe_requests=0),
         )
     assert m.failed_requests == 2 and not m.feasible
     assert "timeout after 0.2 s" in (m.reason or "")
@@ -149,11 +153,11 @@ def test_plan_requests_shares_the_prefix_and_keeps_lengths() -> None:
     pool = list(range(100, 400))
     w = Workload(input_tokens=40, output_tokens=8, length_spread=0.5, prefix_cache_hit=0.5,
                  num_requests=20, seed=3)  # fmt: skip
-    reqs = plan_requests(w, 20, pool)
+    reqs = plan_requests(w, plan_workload(w, None, count=20), pool)
     assert len({r.output_tokens for r in reqs}) > 1
     for r in reqs:
         assert isinstance(r.prompt, list) and len(r.prompt) == r.input_tokens
         assert 20 <= r.input_tokens <= 60 and 4 <= r.output_tokens <= 12
         shared = round(0.5 * r.input_tokens)
         assert r.prompt[:shared] == pool[:shared]
-    assert plan_requests(w, 20, pool) == reqs  # seeded
+    assert plan_requests(w, plan_workload(w, None, count=20), pool) == reqs  # seeded

@@ -25,6 +25,14 @@ __all__ = [
 ]
 
 
+# Steady-state sizing (the same in every backend; see tuner/bench/arrivals.py): P99 of 200
+# samples rests on two samples beyond it; each closed-loop user cycles at least 4 measured
+# times; open loop warms up on a tenth of the measured count while the queue fills.
+MIN_MEASURED_REQUESTS = 200
+MEASURED_ROUNDS_PER_USER = 4
+OPEN_LOOP_WARMUP_FRACTION = 0.1
+
+
 class _Strict(BaseModel):
     """Base for every noun: unknown keys are errors, assignments are validated."""
 
@@ -266,7 +274,25 @@ class Workload(_Strict):
         default=None, gt=0, description="Poisson arrival rate; None = closed loop"
     )
     concurrency: int | None = Field(default=None, ge=1, description="Closed-loop users")
-    num_requests: int = Field(default=200, ge=1)
+    num_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Measured requests (warm-up excluded); None = sized from the load",
+    )
+    warmup_requests: int | None = Field(
+        default=None,
+        ge=0,
+        description="Requests run before measuring; None = one per user (closed), 10% (open)",
+    )
+    ramp_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Closed-loop users start spread over this many seconds; None = one cycle",
+    )
+    lengths_file: str | None = Field(
+        default=None,
+        description="CSV/JSONL of empirical (input, output) token lengths sampled with the seed",
+    )
     prefix_cache_hit: float = Field(
         default=0.0, ge=0, le=1, description="Fraction of each prompt shared with earlier ones"
     )
@@ -299,6 +325,29 @@ class Workload(_Strict):
     def users(self) -> int:
         """Closed-loop client count (1 when neither rate nor concurrency is given)."""
         return self.concurrency or 1
+
+    @property
+    def measured_requests(self) -> int:
+        """Requests that enter the statistics: `num_requests`, else sized from the load."""
+        if self.num_requests is not None:
+            return self.num_requests
+        if self.is_closed_loop:
+            return max(MIN_MEASURED_REQUESTS, MEASURED_ROUNDS_PER_USER * self.users)
+        return MIN_MEASURED_REQUESTS
+
+    @property
+    def warmup_count(self) -> int:
+        """Requests run first and left out of the statistics (the ramp-up)."""
+        if self.warmup_requests is not None:
+            return self.warmup_requests
+        if self.is_closed_loop:
+            return self.users
+        return max(1, round(OPEN_LOOP_WARMUP_FRACTION * self.measured_requests))
+
+    @property
+    def total_requests(self) -> int:
+        """Requests sent in all: warm-up plus measured."""
+        return self.warmup_count + self.measured_requests
 
 
 # ----------------------------------------------------------------------------- search space
@@ -435,7 +484,8 @@ class Metrics(_Strict):
     total_tokens_per_s: float = 0.0
     requests_per_s: float = 0.0
     goodput_rps: float = 0.0
-    num_requests: int = 0
+    num_requests: int = Field(default=0, description="Measured requests (warm-up excluded)")
+    warmup_requests: int = Field(default=0, description="Requests run first, not measured")
     failed_requests: int = 0
     weights_gib: float = 0.0
     kv_capacity_tokens: int = 0

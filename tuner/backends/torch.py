@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuner.bench.stats import aggregate
+from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 
@@ -109,6 +109,8 @@ class TorchBackend:
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         import torch
 
+        from tuner.bench.arrivals import plan_workload
+        from tuner.bench.lengths import workload_length_pairs as pairs
         from tuner.bench.loadgen import plan_requests
         from tuner.engine.generate import Engine, EngineLimits
         from tuner.engine.kv_cache import KV_STORAGE_DTYPES, kv_bytes_per_token
@@ -175,6 +177,10 @@ class TorchBackend:
 
         # KV cache sized by the memory budget, capped at what max_num_seqs full requests need.
         wl = ctx.workload
+        measured = min(wl.measured_requests, self.max_requests or wl.measured_requests)
+        plan = plan_workload(
+            wl.model_copy(update={"num_requests": measured}), pairs(wl.lengths_file)
+        )
         storage = KV_STORAGE_DTYPES[config.kv_dtype.value] or model.model.embed_tokens.weight.dtype
         per_token = kv_bytes_per_token(spec.num_layers, spec.num_kv_heads, spec.head_dim_, storage)
         if draft is not None:
@@ -185,12 +191,7 @@ class TorchBackend:
             weight_bytes += sum(t.numel() * t.element_size() for t in draft.state_dict().values())
         total = self.memory_gib * _GIB if self.memory_gib else _device_memory_bytes(device)
         budget = total * config.gpu_memory_utilization * (1 - _ACTIVATION_RESERVE) - weight_bytes
-        max_len = (
-            round(wl.input_tokens * (1 + wl.length_spread))
-            + round(wl.output_tokens * (1 + wl.length_spread))
-            + k
-            + 1
-        )
+        max_len = int((plan.input_tokens + plan.output_tokens).max()) + k + 1
         per_seq_blocks = blocks_needed(max_len, config.block_size)
         budget_blocks = int(budget // (per_token * config.block_size))
         if budget_blocks < per_seq_blocks:
@@ -202,7 +203,7 @@ class TorchBackend:
             )
         if not config.enable_chunked_prefill and max_len > config.max_num_batched_tokens:
             return Metrics.infeasible(
-                f"chunked prefill is off and prompts up to {max_len - wl.output_tokens} tokens "
+                f"chunked prefill is off and prompts up to {int(plan.input_tokens.max())} tokens "
                 f"exceed max_num_batched_tokens={config.max_num_batched_tokens}",
                 backend=self.name,
             )
@@ -229,14 +230,13 @@ class TorchBackend:
         extra["compile"] = self.compile
         sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
-        count = min(wl.num_requests, self.max_requests or wl.num_requests)
         pool = torch.randint(
             0,
             spec.vocab_size,
             (max(4 * max_len, 1024),),
             generator=torch.Generator().manual_seed(wl.seed),
         ).tolist()
-        requests = plan_requests(wl, count, pool)
+        requests = plan_requests(wl, plan, pool)
         warm_start = time.perf_counter()
         self._warm_up(engine)
         extra["warmup_s"] = time.perf_counter() - warm_start
@@ -246,8 +246,12 @@ class TorchBackend:
 
         from tuner.engine.replay import replay
 
-        stats = replay(engine, wl, requests, sync)
-        metrics = aggregate(stats.results, stats.duration_s, backend=self.name, sla=ctx.sla)
+        # Closed-loop users start spread over one request's time, estimated from the warm-up's
+        # per-token time unless the workload states the ramp.
+        per_token_s = float(extra["warmup_s"] or 0.0) / (2 * (_WARMUP_OUTPUT_TOKENS + 1))
+        ramp_s = wl.ramp_s if wl.ramp_s is not None else per_token_s * wl.output_tokens
+        stats = replay(engine, plan, requests, sync, ramp_s=ramp_s)
+        metrics = aggregate_steady(stats.results, plan.warmup, backend=self.name, sla=ctx.sla)
         metrics.weights_gib = weight_bytes / _GIB
         metrics.kv_capacity_tokens = num_blocks * config.block_size
         metrics.max_concurrent_seqs = stats.max_running
@@ -255,7 +259,7 @@ class TorchBackend:
         metrics.kv_utilization = stats.peak_blocks_used / num_blocks
         extra.update(metrics.extra)
         extra["engine_steps"] = stats.steps
-        extra["replayed_requests"] = count
+        extra["replayed_requests"] = plan.count
         if k:
             extra["spec_acceptance_rate"] = engine.acceptance_rate
             extra["spec_proposed_tokens"] = engine.proposed_tokens

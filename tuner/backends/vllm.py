@@ -204,7 +204,7 @@ class VLLMBackend:
         kv_cache_gib: float = 1.0,
         omp_threads_bind: str | None = None,
         request_timeout_s: float = 300.0,
-        warmup_requests: int = 1,
+        probe_requests: int = 1,
         metrics_poll_s: float = 1.0,
         max_model_len: int | None = None,
         extra_args: Sequence[str] = (),
@@ -217,7 +217,7 @@ class VLLMBackend:
         self.stop_grace_s = stop_grace_s
         self.kv_cache_gib = kv_cache_gib
         self.omp_threads_bind = omp_threads_bind or _all_cores()
-        self.load = LoadOptions(timeout_s=request_timeout_s, warmup_requests=warmup_requests)
+        self.load = LoadOptions(timeout_s=request_timeout_s, probe_requests=probe_requests)
         self.metrics_poll_s = metrics_poll_s
         self.max_model_len = max_model_len
         self.extra_args = list(extra_args)

@@ -2,17 +2,20 @@
 
 Streams `/v1/completions` or `/v1/chat/completions` requests, open-loop (Poisson arrivals) or
 closed-loop (N users), times every chunk and aggregates with `tuner.bench.stats` (vLLM
-`bench serve` definitions). Input lengths are exact when the server can tokenize (`/tokenize`,
-vLLM and SGLang): completions then send token-id prompts cut from a tokenized corpus. Output
-lengths are exact when the server honours `ignore_eos` / `min_tokens`; the first warm-up request
-probes that, and every request's `usage.completion_tokens` is checked against what was asked.
+`bench serve` definitions). Lengths, arrival times, staggered user starts and the warm-up
+requests come from `tuner.bench.arrivals` (the same trace as the simulator and the engine
+replay for one seed); warm-up requests run inside the load and are left out of the statistics.
+Input lengths are exact when the server can tokenize (`/tokenize`, vLLM and SGLang):
+completions then send token-id prompts cut from a tokenized corpus. Output
+lengths are exact when the server honours `ignore_eos` / `min_tokens`; a probe request sent alone
+before the load checks that (and times one request, the default ramp closed-loop users start
+over), and every request's `usage.completion_tokens` is checked against what was asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +23,10 @@ from typing import Any, Literal
 
 import httpx
 
-from tuner.bench.stats import RequestResult, aggregate
+from tuner.bench.arrivals import ArrivalPlan, plan_workload
+from tuner.bench.lengths import workload_length_pairs
+from tuner.bench.prompts import PlannedRequest, corpus_words, plan_requests
+from tuner.bench.stats import RequestResult, aggregate_steady
 from tuner.errors import BackendError
 from tuner.specs import SLA, Metrics, Workload
 
@@ -38,17 +44,6 @@ __all__ = [
 Api = Literal["completions", "chat"]
 ProgressFn = Callable[[int, int], None]  # (finished requests, total requests)
 
-# Common English words: the corpus prompts are cut from (tokenizes to ~1 token per word).
-_VOCABULARY = (
-    "the of and to in is was for on that with as by at from his her it an are were which this "
-    "be or has had not but one all their they new more also first after two who its been "
-    "time would can year people other when into some out only city about over state could "
-    "world made most many like three school through war then them between years under where "
-    "music life house water small group long great right high place part number before while "
-    "called found team well during work game back river early family since second south north "
-    "east west film light book open public large power local along still"
-)
-_WORDS = _VOCABULARY.split()
 _PATHS: dict[Api, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _ERROR_BODY_CHARS = 200  # enough of an error body to name the problem on one line
 _CONNECT_TIMEOUT_S = 10.0
@@ -75,54 +70,9 @@ class LoadOptions:
     """How to drive the server (the Workload says what to send)."""
 
     timeout_s: float = 300.0
-    warmup_requests: int = 1
+    probe_requests: int = 1  # sent one at a time before the load (ignore_eos check, ramp timing)
     exact_output: bool = True  # send ignore_eos + min_tokens so every output has the asked length
     temperature: float = 0.0
-
-
-@dataclass(frozen=True)
-class PlannedRequest:
-    """One request to send: the prompt (token ids or text) and the lengths it was planned with."""
-
-    prompt: list[int] | str
-    input_tokens: int
-    output_tokens: int
-
-
-def _sample_length(mean: int, spread: float, rng: random.Random) -> int:
-    lo, hi = round(mean * (1 - spread)), round(mean * (1 + spread))
-    return max(1, rng.randint(lo, hi) if hi > lo else mean)
-
-
-def _corpus_words(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [rng.choice(_WORDS) for _ in range(n)]
-
-
-def plan_requests(
-    workload: Workload, count: int, token_pool: list[int] | None, *, seed_offset: int = 0
-) -> list[PlannedRequest]:
-    """Prompts and lengths for `count` requests; token-id prompts cut from `token_pool` if given.
-
-    A shared prefix of `prefix_cache_hit` x input tokens (the pool's start) opens every prompt;
-    the rest is a window at a random offset, so prompts differ after the prefix.
-    """
-    rng = random.Random(workload.seed + seed_offset)
-    planned = []
-    for _ in range(count):
-        isl = _sample_length(workload.input_tokens, workload.length_spread, rng)
-        osl = _sample_length(workload.output_tokens, workload.length_spread, rng)
-        shared = min(isl, round(workload.prefix_cache_hit * isl))
-        if token_pool:
-            start = rng.randrange(len(token_pool))
-            body = [token_pool[(start + i) % len(token_pool)] for i in range(isl - shared)]
-            planned.append(PlannedRequest(token_pool[:shared] + body, isl, osl))
-        else:
-            words = _corpus_words(shared, workload.seed) + [
-                rng.choice(_WORDS) for _ in range(isl - shared)
-            ]
-            planned.append(PlannedRequest(" ".join(words), isl, osl))
-    return planned
 
 
 def _error_text(exc: BaseException) -> str:
@@ -192,7 +142,7 @@ class _Client:
 
     async def token_pool(self, min_tokens: int, seed: int) -> list[int] | None:
         """Token ids of a word corpus as the server tokenizes it, or None if it cannot."""
-        text = " ".join(_corpus_words(2 * min_tokens + 64, seed))
+        text = " ".join(corpus_words(2 * min_tokens + 64, seed))
         body = {"model": self.model, "prompt": text, "add_special_tokens": False}
         try:
             resp = await self.http.post("/tokenize", json=body, timeout=_PREFLIGHT_TIMEOUT_S)
@@ -276,8 +226,12 @@ class _Client:
             self.usage_seen = False
         result.output_tokens = usage_tokens if usage_tokens is not None else chunks_with_text
 
-    async def warm_up(self, requests: list[PlannedRequest]) -> None:
-        """Send warm-up requests one by one; the first also probes ignore_eos/min_tokens support."""
+    async def probe(self, requests: list[PlannedRequest]) -> float:
+        """Send probe requests one by one (the first checks ignore_eos/min_tokens support).
+
+        Returns the last probe's end-to-end time, seconds (0 when there was none).
+        """
+        e2e = 0.0
         for i, req in enumerate(requests):
             result = await self.send(req)
             if i == 0 and not result.success and self.exact_output and _rejects_params(result):
@@ -285,8 +239,10 @@ class _Client:
                 result = await self.send(req)
             if not result.success:
                 raise BackendError(
-                    f"warm-up request to {self.endpoint.base_url} failed: {result.error}"
+                    f"probe request to {self.endpoint.base_url} failed: {result.error}"
                 )
+            e2e = result.e2e_s
+        return e2e
 
     async def aclose(self) -> None:
         """Close the HTTP session."""
@@ -297,28 +253,41 @@ def _rejects_params(result: RequestResult) -> bool:
     return (result.error or "").startswith(("HTTP 400", "HTTP 422"))
 
 
+async def _timed(client: _Client, req: PlannedRequest, t0: float) -> RequestResult:
+    """Send one request; its result records when it was sent (s since `t0`)."""
+    start = time.perf_counter() - t0
+    result = await client.send(req)
+    result.start_s = start
+    return result
+
+
 async def _open_loop(
-    client: _Client, reqs: list[PlannedRequest], rate_rps: float, seed: int, done: Callable
+    client: _Client, reqs: list[PlannedRequest], plan: ArrivalPlan, done: Callable
 ) -> list[RequestResult]:
-    rng = random.Random(seed)
+    assert plan.arrival_s is not None
+    t0 = time.perf_counter()
     tasks = []
-    for req in reqs:
-        tasks.append(asyncio.create_task(done(client.send(req))))
-        await asyncio.sleep(rng.expovariate(rate_rps))
+    for req, at in zip(reqs, plan.arrival_s.tolist(), strict=True):
+        await asyncio.sleep(max(0.0, at - (time.perf_counter() - t0)))
+        tasks.append(asyncio.create_task(done(_timed(client, req, t0))))
     return list(await asyncio.gather(*tasks))
 
 
 async def _closed_loop(
-    client: _Client, reqs: list[PlannedRequest], users: int, done: Callable
+    client: _Client, reqs: list[PlannedRequest], starts_s: list[float], done: Callable
 ) -> list[RequestResult]:
+    """User u sends request u at `starts_s[u]`, then the next unsent index after each finish."""
     results: list[RequestResult | None] = [None] * len(reqs)
-    queue = iter(range(len(reqs)))
+    queue = iter(range(len(starts_s), len(reqs)))
+    t0 = time.perf_counter()
 
-    async def user() -> None:
+    async def user(u: int) -> None:
+        await asyncio.sleep(max(0.0, starts_s[u] - (time.perf_counter() - t0)))
+        results[u] = await done(_timed(client, reqs[u], t0))
         for i in queue:
-            results[i] = await done(client.send(reqs[i]))
+            results[i] = await done(_timed(client, reqs[i], t0))
 
-    await asyncio.gather(*(user() for _ in range(min(users, len(reqs)))))
+    await asyncio.gather(*(user(u) for u in range(len(starts_s))))
     return [r for r in results if r is not None]
 
 
@@ -335,20 +304,21 @@ async def arun_workload(
 ) -> Metrics:
     """Benchmark `endpoint` with `workload` (warm-up excluded) and aggregate the measurements.
 
-    `on_measure_start` runs after the warm-up, just before the first measured request (a backend
-    snapshots server counters there).
+    `on_measure_start` runs after the probe, just before the load (warm-up requests included)
+    starts (a backend snapshots server counters there).
     """
     options = options or LoadOptions()
-    users = workload.users
-    client = _Client(endpoint, options, max_connections=max(users, 1) + workload.num_requests)
+    plan = plan_workload(workload, workload_length_pairs(workload.lengths_file))
+    client = _Client(endpoint, options, max_connections=plan.users + plan.count)
     try:
         await client.resolve_model()
-        max_isl = round(workload.input_tokens * (1 + workload.length_spread))
+        max_isl = int(plan.input_tokens.max()) if plan.count else workload.input_tokens
         pool = None
         if endpoint.api == "completions":
             pool = await client.token_pool(max_isl, workload.seed)
-        await client.warm_up(plan_requests(workload, options.warmup_requests, pool, seed_offset=1))
-        reqs = plan_requests(workload, workload.num_requests, pool)
+        reqs = plan_requests(workload, plan, pool)
+        probes = plan_requests(workload, _probe_plan(workload, options), pool, seed_offset=1)
+        probe_e2e_s = await client.probe(probes)
         finished = 0
 
         async def done(coro: Any) -> RequestResult:
@@ -361,27 +331,34 @@ async def arun_workload(
 
         if on_measure_start:
             on_measure_start()
-        start = time.perf_counter()
-        if workload.rate_rps is not None:
-            results = await _open_loop(client, reqs, workload.rate_rps, workload.seed, done)
+        if plan.arrival_s is not None:
+            results = await _open_loop(client, reqs, plan, done)
         else:
-            results = await _closed_loop(client, reqs, users, done)
-        duration_s = time.perf_counter() - start
+            ramp_s = workload.ramp_s if workload.ramp_s is not None else probe_e2e_s
+            starts = plan.user_start_s(ramp_s).tolist()
+            results = await _closed_loop(client, reqs, starts, done)
     finally:
         await client.aclose()
-    metrics = aggregate(results, duration_s, backend=backend, sla=sla, num_gpus=num_gpus)
+    metrics = aggregate_steady(results, plan.warmup, backend=backend, sla=sla, num_gpus=num_gpus)
     metrics.extra.update(
         model=client.model,
         api=endpoint.api,
         input_tokens_exact=pool is not None,
         output_tokens_exact=client.exact_output and metrics.extra["output_length_mismatches"] == 0,
         output_tokens_from="usage" if client.usage_seen else "chunks",
-        warmup_requests=options.warmup_requests,
+        probe_requests=options.probe_requests,
         arrival=f"poisson {workload.rate_rps:g} rps"
         if workload.rate_rps is not None
-        else f"closed loop {users} users",
+        else f"closed loop {plan.users} users",
     )
     return metrics
+
+
+def _probe_plan(workload: Workload, options: LoadOptions) -> ArrivalPlan:
+    """Probe requests at the workload's mean lengths (sent alone, before the load)."""
+    n = options.probe_requests
+    mean = workload.model_copy(update={"length_spread": 0.0, "lengths_file": None})
+    return plan_workload(mean.model_copy(update={"num_requests": max(n, 1)}), None, count=n)
 
 
 def check_endpoint(endpoint: Endpoint, timeout_s: float = _PREFLIGHT_TIMEOUT_S) -> str:

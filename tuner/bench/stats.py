@@ -22,7 +22,13 @@ import numpy as np
 
 from tuner.specs import SLA, Metrics, Percentiles
 
-__all__ = ["RequestResult", "aggregate", "percentiles_ms", "summarize_failures"]
+__all__ = [
+    "RequestResult",
+    "aggregate",
+    "aggregate_steady",
+    "percentiles_ms",
+    "summarize_failures",
+]
 
 _MS_PER_S = 1000.0
 
@@ -39,6 +45,7 @@ class RequestResult:
     itl_s: list[float] = field(default_factory=list)
     e2e_s: float = 0.0
     error: str | None = None
+    start_s: float = 0.0  # when it was sent, seconds since the load started
 
     @property
     def tpot_s(self) -> float | None:
@@ -109,4 +116,28 @@ def aggregate(
     if not ok:
         metrics.feasible = False
         metrics.reason = f"all {len(results)} requests failed: {extra.get('failure_reasons', '')}"
+    return metrics
+
+
+def aggregate_steady(
+    results: Sequence[RequestResult],
+    warmup: int,
+    *,
+    backend: str,
+    sla: SLA | None = None,
+    num_gpus: int = 1,
+) -> Metrics:
+    """`aggregate` over the measured requests only (indices >= `warmup`, by send order).
+
+    The duration is the measured window: first measured send to last measured completion.
+    """
+    warmup = max(0, min(warmup, len(results) - 1))
+    measured = list(results[warmup:])
+    if measured:
+        start = min(r.start_s for r in measured)
+        end = max(r.start_s + r.e2e_s for r in measured)
+    else:
+        start = end = 0.0
+    metrics = aggregate(measured, end - start, backend=backend, sla=sla, num_gpus=num_gpus)
+    metrics.warmup_requests = warmup
     return metrics

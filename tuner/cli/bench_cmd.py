@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tuner import catalog
+from tuner.bench.lengths import workload_length_pairs
 from tuner.cli.app import app, console, err_console, guarded
 from tuner.errors import BackendError, InputError
 from tuner.specs import SLA, Metrics, Workload
@@ -37,9 +38,11 @@ def _workload(
     osl: int,
     rate: float | None,
     concurrency: int | None,
-    n: int,
+    n: int | None,
     spread: float,
     seed: int,
+    warmup: int | None = None,
+    lengths: str | None = None,
 ) -> Workload:
     if rate is not None and concurrency is not None:
         raise InputError("--rate and --concurrency are exclusive: choose open or closed loop")
@@ -52,9 +55,11 @@ def _workload(
             num_requests=n,
             length_spread=spread,
             seed=seed,
+            warmup_requests=warmup,
+            lengths_file=lengths,
         )
     except ValidationError as exc:
-        where = "bench workload (--isl/--osl/--rate/--concurrency/--num-requests/--spread)"
+        where = "bench workload (--isl/--osl/--rate/--concurrency/--num-requests/--spread/--warmup)"
         raise InputError(catalog.format_validation_error(exc, where, Workload)) from exc
 
 
@@ -71,8 +76,9 @@ def _table(m: Metrics) -> Table:
 
 def _summary(m: Metrics, sla: SLA | None) -> list[str]:
     lines = [
-        f"requests: {m.num_requests - m.failed_requests}/{m.num_requests} ok in "
-        f"{m.extra.get('duration_s', 0):.1f} s ({m.extra.get('arrival')})",
+        f"requests: {m.num_requests - m.failed_requests}/{m.num_requests} measured ok in "
+        f"{m.extra.get('duration_s', 0):.1f} s after {m.warmup_requests} warm-up (not counted) "
+        f"({m.extra.get('arrival')})",
         f"throughput: {m.output_tokens_per_s:.1f} output tok/s, {m.total_tokens_per_s:.1f} total "
         f"tok/s, {m.requests_per_s:.2f} req/s",
         f"lengths: input exact={m.extra.get('input_tokens_exact')}, output exact="
@@ -107,7 +113,12 @@ def bench(
     osl: Annotated[int, typer.Option(help="Output tokens per request")] = 64,
     rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, requests/s")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed-loop users (default 1)")] = None,
-    num_requests: Annotated[int, typer.Option(help="Measured requests (warm-up excluded)")] = 32,
+    num_requests: Annotated[
+        int | None, typer.Option(help="Measured requests, warm-up excluded (default: from load)")
+    ] = None,
+    lengths: Annotated[
+        str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
+    ] = None,
     spread: Annotated[float, typer.Option(help="Uniform +- fraction around isl/osl")] = 0.0,
     sla: Annotated[
         str | None, typer.Option(help="SLA preset for goodput (see `tuner slas`)")
@@ -116,7 +127,9 @@ def bench(
     tpot_ms: Annotated[float | None, typer.Option(help="TPOT bound, overrides the preset")] = None,
     api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
     timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds")] = 300.0,
-    warmup: Annotated[int, typer.Option(help="Warm-up requests, not measured")] = 1,
+    warmup: Annotated[
+        int | None, typer.Option(help="Warm-up requests run in the load, not measured")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of prompts and arrivals")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
 ) -> None:
@@ -125,15 +138,16 @@ def bench(
 
     if api not in ("completions", "chat"):
         raise InputError(f"--api {api!r}: allowed values are completions, chat")
-    workload = _workload(isl, osl, rate, concurrency, num_requests, spread, seed)
+    workload = _workload(isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths)
+    workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     target_sla = _sla(sla, ttft_ms, tpot_ms)
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
-    options = LoadOptions(timeout_s=timeout, warmup_requests=warmup)
+    options = LoadOptions(timeout_s=timeout)
     check_endpoint(endpoint)  # an unreachable URL fails here, before any progress bar is drawn
     with Progress(TextColumn("benchmarking"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True,
                   disable=not err_console.is_terminal) as bar:  # fmt: skip
-        task = bar.add_task("requests", total=workload.num_requests)
+        task = bar.add_task("requests", total=workload.total_requests)
         metrics = run_workload(
             endpoint, workload, options=options, sla=target_sla,
             on_progress=lambda done, total: bar.update(task, completed=done),

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from tuner import catalog
 from tuner.backends import BACKENDS, get_backend
+from tuner.bench.lengths import workload_length_pairs
 from tuner.cli.app import app, console, guarded
 from tuner.errors import InputError
 from tuner.perf.predict import NGRAM
@@ -72,6 +73,8 @@ _WORKLOAD_FLAGS = {
     "rate_rps": "--rate",
     "concurrency": "--concurrency",
     "num_requests": "--num-requests",
+    "warmup_requests": "--warmup",
+    "lengths_file": "--lengths",
     "prefix_cache_hit": "--prefix-cache-hit",
     "acceptance_rate": "--acceptance",
 }
@@ -94,8 +97,10 @@ def build_request(
     osl: int = 256,
     concurrency: int | None = None,
     rate: float | None = None,
-    num_requests: int = 200,
+    num_requests: int | None = None,
     sla: str = "chat",
+    warmup: int | None = None,
+    lengths: str | None = None,
 ) -> tuple[EngineConfig, Context]:
     """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise."""
     _check_cross_fields(spec_tokens, draft_model, acceptance, rate, concurrency)
@@ -119,6 +124,8 @@ def build_request(
         "rate_rps": rate,
         "concurrency": concurrency,
         "num_requests": num_requests,
+        "warmup_requests": warmup,
+        "lengths_file": lengths,
         "prefix_cache_hit": prefix_cache_hit,
     }
     if acceptance is not None:
@@ -129,6 +136,7 @@ def build_request(
         workload = Workload(**wl_fields)
     except ValidationError as exc:
         raise _flag_error(exc, _WORKLOAD_FLAGS) from exc
+    workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     draft = None
     if draft_model and draft_model != NGRAM:
         draft = catalog.load_model(draft_model)
@@ -162,6 +170,7 @@ def _summary_lines(m: Metrics) -> list[str]:
         f"memory: weights {m.weights_gib:.2f} GiB/GPU, KV capacity {m.kv_capacity_tokens} tokens, "
         f"max concurrent sequences {m.max_concurrent_seqs}, peak KV use {m.kv_utilization:.0%}, "
         f"preemptions {m.preemptions}",
+        f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
     ]
     if "capacity_rps_per_gpu" in m.extra:
         lines.append(
@@ -188,7 +197,15 @@ def predict(
     osl: Annotated[int, typer.Option(help="Output tokens per request")] = 256,
     concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
     rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
-    num_requests: Annotated[int, typer.Option(help="Requests to replay")] = 200,
+    num_requests: Annotated[
+        int | None, typer.Option(help="Measured requests (default: sized from the load)")
+    ] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Warm-up requests, run but not measured (default: auto)")
+    ] = None,
+    lengths: Annotated[
+        str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
+    ] = None,
     sla: Annotated[str, typer.Option(help="SLA preset used for goodput")] = "chat",
     backend: Annotated[str, typer.Option(help="sim predicts; torch and vllm measure")] = "sim",
     model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
@@ -204,7 +221,8 @@ def predict(
         model=model, gpu=gpu, tp=tp, quant=quant, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
         max_batched_tokens=max_batched_tokens, spec_tokens=spec_tokens, draft_model=draft_model,
         acceptance=acceptance, prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl,
-        concurrency=concurrency, rate=rate, num_requests=num_requests, sla=sla,
+        concurrency=concurrency, rate=rate, num_requests=num_requests, sla=sla, warmup=warmup,
+        lengths=lengths,
     )  # fmt: skip
     options: dict[str, Any] = {}
     if backend == "sim":

@@ -1,24 +1,26 @@
-"""Replay a Workload against an in-process Engine and time every request by the wall clock.
+"""Replay a planned trace against an in-process Engine and time every request by the wall clock.
 
-Open loop: request i is sent at its Poisson arrival time whether or not the engine is busy, so
-queueing shows up in TTFT. Closed loop: `users` clients each send their next request when the
-previous one finishes. Each engine step is one streamed chunk per advanced sequence (speculative
+The trace (lengths, Poisson arrivals or closed-loop user starts, warm-up) comes from
+`tuner.bench.arrivals`, the same as the simulator's and the load generator's for one seed.
+Open loop: request i is sent at its arrival time whether or not the engine is busy, so queueing
+shows up in TTFT. Closed loop: user u sends request u at its staggered start, then the next
+unsent request each time one of its requests finishes.
+Each engine step is one streamed chunk per advanced sequence (speculative
 steps emit several tokens in one chunk, as vLLM streams them). The device is synchronised before
 the clock is read.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tuner.bench.loadgen import PlannedRequest
+from tuner.bench.arrivals import ArrivalPlan
+from tuner.bench.prompts import PlannedRequest
 from tuner.bench.stats import RequestResult
 from tuner.engine.generate import Engine
 from tuner.engine.scheduler import Sequence
-from tuner.specs import Workload
 
 __all__ = ["ReplayStats", "replay"]
 
@@ -34,32 +36,29 @@ class ReplayStats:
     steps: int = 0
 
 
-def _arrival_times(workload: Workload, count: int) -> list[float]:
-    if workload.rate_rps is None:
-        return [0.0] * count
-    rng = random.Random(workload.seed)
-    t, times = 0.0, []
-    for _ in range(count):
-        t += rng.expovariate(workload.rate_rps)
-        times.append(t)
-    return times
+def send_times(plan: ArrivalPlan, ramp_s: float) -> list[float]:
+    """Planned send time of each request known in advance (inf for closed-loop follow-ups)."""
+    if plan.arrival_s is not None:
+        return plan.arrival_s.tolist()
+    starts = plan.user_start_s(ramp_s).tolist()
+    return starts + [float("inf")] * (plan.count - len(starts))
 
 
 def replay(
     engine: Engine,
-    workload: Workload,
+    plan: ArrivalPlan,
     requests: list[PlannedRequest],
     sync: Callable[[], None],
     clock: Callable[[], float] = time.perf_counter,
+    *,
+    ramp_s: float = 0.0,
 ) -> ReplayStats:
-    """Run `requests` through `engine` with the workload's arrival process; time each token."""
+    """Run `requests` through `engine` on the plan's arrivals; time each token."""
     n = len(requests)
-    arrivals = _arrival_times(workload, n)
-    closed = workload.rate_rps is None
+    due = send_times(plan, ramp_s)  # closed loop: follow-ups become due as requests finish
     next_req = 0
     results = [RequestResult() for _ in range(n)]
     sent: dict[int, tuple[int, float, float]] = {}  # seq_id -> (request idx, send, last chunk)
-    live: dict[int, Sequence] = {}
     stats = ReplayStats(results=results, duration_s=0.0)
     t0 = clock()
 
@@ -68,48 +67,63 @@ def replay(
         assert isinstance(req.prompt, list)
         seq = engine.add_request(req.prompt, req.output_tokens)
         sent[seq.seq_id] = (i, at, at)
-        live[seq.seq_id] = seq
-        results[i].input_tokens, results[i].requested_output_tokens = (
+        r = results[i]
+        r.input_tokens, r.requested_output_tokens, r.start_s = (
             len(req.prompt),
-            (req.output_tokens),
+            req.output_tokens,
+            at,
         )
 
-    if closed:
-        for _ in range(min(workload.users, n)):
-            send(next_req, 0.0)
-            next_req += 1
     done = 0
+    follow_up = plan.users if plan.arrival_s is None else n  # next closed-loop index to release
     while done < n:
         now = clock() - t0
-        while not closed and next_req < n and arrivals[next_req] <= now:
-            send(next_req, arrivals[next_req])
+        while next_req < n and due[next_req] <= now:
+            send(next_req, due[next_req])
             next_req += 1
         if not engine.has_work:
-            time.sleep(max(0.0, arrivals[next_req] - now))
+            time.sleep(max(0.0, min(due[next_req] - now, 1.0)) if next_req < n else 0.0)
             continue
         advanced = engine.step()
-        finished_now = sum(1 for seq, _ in advanced if seq.finished)
-        stats.max_running = max(stats.max_running, len(engine.scheduler.running) + finished_now)
         sync()
         now = clock() - t0
-        stats.steps += 1
-        used = engine.limits.num_blocks - engine.scheduler.allocator.num_free
-        stats.peak_blocks_used = max(stats.peak_blocks_used, used)
+        _record_step(engine, stats, advanced)
         for seq, _count in advanced:
-            i, at, last = sent[seq.seq_id]
-            r = results[i]
-            if r.output_tokens == 0:
-                r.ttft_s = now - at
-            else:
-                r.itl_s.append(now - last)
-            r.output_tokens = seq.num_generated
-            sent[seq.seq_id] = (i, at, now)
-            if seq.finished:
-                r.success, r.e2e_s = True, now - at
-                del live[seq.seq_id]
+            if _record_chunk(results, sent, seq, now):
                 done += 1
-                if closed and next_req < n:
-                    send(next_req, now)
-                    next_req += 1
+                if follow_up < n:
+                    due[follow_up] = now  # the user sends its next request right away
+                    follow_up += 1
     stats.duration_s = clock() - t0
     return stats
+
+
+def _record_step(engine: Engine, stats: ReplayStats, advanced: list[tuple[Sequence, int]]) -> None:
+    """Engine counters after one step."""
+    finished_now = sum(1 for seq, _ in advanced if seq.finished)
+    stats.max_running = max(stats.max_running, len(engine.scheduler.running) + finished_now)
+    stats.steps += 1
+    used = engine.limits.num_blocks - engine.scheduler.allocator.num_free
+    stats.peak_blocks_used = max(stats.peak_blocks_used, used)
+
+
+def _record_chunk(
+    results: list[RequestResult],
+    sent: dict[int, tuple[int, float, float]],
+    seq: Sequence,
+    now: float,
+) -> bool:
+    """Time one streamed chunk of `seq`; True when its request just finished."""
+    i, at, last = sent[seq.seq_id]
+    r = results[i]
+    if r.output_tokens == 0:
+        r.ttft_s = now - at
+    else:
+        r.itl_s.append(now - last)
+    r.output_tokens = seq.num_generated
+    sent[seq.seq_id] = (i, at, now)
+    if not seq.finished:
+        return False
+    r.success, r.e2e_s = True, now - at
+    del sent[seq.seq_id]
+    return True

@@ -40,7 +40,10 @@ def max_rate_meeting_sla(
     wl = ctx.workload
     tp = config.tensor_parallel_size
     saturated = predict_metrics(
-        config, ctx, eff, wl.model_copy(update={"rate_rps": None, "concurrency": wl.num_requests})
+        config,
+        ctx,
+        eff,
+        wl.model_copy(update={"rate_rps": None, "concurrency": wl.measured_requests}),
     )
     if not saturated.feasible or saturated.requests_per_s <= 0:
         return 0.0

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.perf.costs import step_cost_model
+from tuner.bench.arrivals import plan_workload
+from tuner.bench.lengths import workload_length_pairs
+from tuner.perf.costs import StepCostModel, step_cost_model
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import GIB, plan_memory
-from tuner.perf.scheduler import SchedulerLimits, make_requests, simulate
-from tuner.perf.speculative import Speculation
+from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
+from tuner.perf.speculative import Speculation, step_coeffs
 from tuner.perf.summary import summarize
 from tuner.specs import Context, EngineConfig, Metrics, Quantization, Workload
 
-__all__ = ["NGRAM", "predict_metrics", "speculation_for"]
+__all__ = ["NGRAM", "closed_loop_cycle_s", "predict_metrics", "speculation_for", "sim_requests"]
 
 # Draft-model name of the prompt-lookup proposer (no model weights, vLLM `method: ngram`).
 NGRAM = "ngram"
@@ -35,6 +37,43 @@ def speculation_for(
         raise ValueError(f"draft model {config.draft_model!r} is not resolved in the context")
     draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=Quantization.bf16)
     return Speculation(config.num_speculative_tokens, acceptance, draft)
+
+
+def closed_loop_cycle_s(
+    wl: Workload,
+    target: StepCostModel,
+    spec: Speculation | None,
+    max_num_seqs: int,
+    overhead_s: float,
+) -> float:
+    """Estimated time of one closed-loop request at full load: the ramp users start over.
+
+    Ingress, one prefill step of the mean prompt, and the mean output's decode steps at a batch
+    of min(users, max_num_seqs) sequences holding the mean context.
+    """
+    batch = max(1, min(wl.users, max_num_seqs))
+    tps = spec.tokens_per_step if spec else 1.0
+    const, _ = step_coeffs(target, spec, 0, wl.input_tokens, 1)
+    prefill_s = const + target.prefill_attn_s(wl.input_tokens, 0)
+    d_const, per_ctx = step_coeffs(target, spec, batch, 0, 0)
+    decode_s = d_const + per_ctx * batch * (wl.input_tokens + wl.output_tokens / 2.0)
+    return overhead_s + prefill_s + max(0.0, wl.output_tokens - 1) / tps * decode_s
+
+
+def sim_requests(
+    wl: Workload,
+    target: StepCostModel,
+    spec: Speculation | None,
+    max_num_seqs: int,
+    overhead_s: float,
+) -> RequestSet:
+    """The workload's planned trace (warm-up included), closed-loop users spread over a cycle."""
+    plan = plan_workload(wl, workload_length_pairs(wl.lengths_file))
+    if wl.ramp_s is not None:
+        ramp = wl.ramp_s
+    else:
+        ramp = closed_loop_cycle_s(wl, target, spec, max_num_seqs, overhead_s)
+    return requests_from_plan(plan, ramp)
 
 
 def _checks(config: EngineConfig, ctx: Context) -> str | None:
@@ -69,15 +108,7 @@ def predict_metrics(
         )
     target = step_cost_model(ctx.model, ctx.gpu, config, eff)
     spec = speculation_for(config, ctx, eff)
-    requests = make_requests(
-        wl.num_requests,
-        wl.input_tokens,
-        wl.output_tokens,
-        length_spread=wl.length_spread,
-        rate_rps=wl.rate_rps,
-        users=wl.users,
-        seed=wl.seed,
-    )
+    requests = sim_requests(wl, target, spec, config.max_num_seqs, eff.request_overhead_s)
     limits = SchedulerLimits(
         max_num_seqs=config.max_num_seqs,
         max_num_batched_tokens=config.max_num_batched_tokens,

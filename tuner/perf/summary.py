@@ -1,9 +1,11 @@
 """Turn a simulated run into `Metrics`, with vLLM `bench serve` definitions.
 
-TTFT = first token - arrival; TPOT = (E2E - TTFT) / (output tokens - 1) per request; ITL pooled
-over all requests (weighted, since a run of identical steps is stored once with its batch as
-weight); throughput over the benchmark duration (first arrival to last completion); goodput =
-requests meeting every SLA bound per second.
+Only measured requests count: the warm-up requests (the first `result.warmup` indices, see
+`tuner.bench.arrivals`) load the engine but enter no statistic. TTFT = first token - arrival;
+TPOT = (E2E - TTFT) / (output tokens - 1) per request; ITL pooled over the steps of the measured
+window (weighted, since a run of identical steps is stored once with its batch as weight);
+throughput over the measured window (first measured arrival to last measured completion);
+goodput = measured requests meeting every SLA bound per second.
 """
 
 from __future__ import annotations
@@ -49,16 +51,17 @@ def summarize(
     num_gpus: int,
     backend: str = "sim",
 ) -> Metrics:
-    """Metrics of one simulated run (latencies in ms, throughputs per second of wall time)."""
-    ttft = result.first_token_s - result.arrival_s
-    e2e = result.finish_s - result.arrival_s
-    queue = result.scheduled_s - result.arrival_s
-    out = result.output_tokens
+    """Metrics of the measured requests of one run (latencies in ms, rates per second)."""
+    keep = slice(result.warmup, None)
+    arrival, finish = result.arrival_s[keep], result.finish_s[keep]
+    ttft = result.first_token_s[keep] - arrival
+    e2e = finish - arrival
+    queue = result.scheduled_s[keep] - arrival
+    out = result.output_tokens[keep]
     multi = out > 1
     tpot = np.zeros_like(e2e)
     tpot[multi] = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
-    duration = float(result.finish_s.max() - result.arrival_s.min())
-    duration = max(duration, 1e-12)
+    duration = max(float(finish.max() - arrival.min()), 1e-12)
     n = out.size
     ok = np.ones(n, dtype=bool)
     if sla.ttft_ms is not None:
@@ -77,10 +80,11 @@ def summarize(
         queue_ms=percentiles_ms(queue),
         output_tokens_per_s=out_tps,
         output_tokens_per_s_per_gpu=out_tps / num_gpus,
-        total_tokens_per_s=float(out.sum() + result.prompt_tokens.sum()) / duration,
+        total_tokens_per_s=float(out.sum() + result.prompt_tokens[keep].sum()) / duration,
         requests_per_s=n / duration,
         goodput_rps=float(ok.sum()) / duration,
         num_requests=n,
+        warmup_requests=result.warmup,
         failed_requests=0,
         weights_gib=plan.weights_gib,
         kv_capacity_tokens=plan.kv_capacity_tokens,

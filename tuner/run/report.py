@@ -172,7 +172,7 @@ def _workload_text(spec: RunSpec) -> str:
     load = f"Poisson {w.rate_rps:g} req/s" if w.rate_rps else f"{w.users} closed-loop users"
     return (
         f"{w.input_tokens} in / {w.output_tokens} out tokens (+-{w.length_spread:.0%}), {load}, "
-        f"{w.num_requests} requests, prefix hit {w.prefix_cache_hit:.0%}"
+        f"{w.measured_requests} requests, prefix hit {w.prefix_cache_hit:.0%}"
     )
 
 

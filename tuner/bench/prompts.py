@@ -1,0 +1,70 @@
+"""Prompts for planned requests: token-id windows of a pool, or words of a small corpus.
+
+Lengths come from `tuner.bench.arrivals`; this module only fills them with content. No HTTP
+import, so the in-process engine replay (`tuner[engine]`) uses it without the load generator.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from tuner.bench.arrivals import ArrivalPlan
+from tuner.specs import Workload
+
+__all__ = ["PlannedRequest", "corpus_words", "plan_requests"]
+
+# Common English words: the corpus prompts are cut from (tokenizes to ~1 token per word).
+_VOCABULARY = (
+    "the of and to in is was for on that with as by at from his her it an are were which this "
+    "be or has had not but one all their they new more also first after two who its been "
+    "time would can year people other when into some out only city about over state could "
+    "world made most many like three school through war then them between years under where "
+    "music life house water small group long great right high place part number before while "
+    "called found team well during work game back river early family since second south north "
+    "east west film light book open public large power local along still"
+)
+_WORDS = _VOCABULARY.split()
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request to send: the prompt (token ids or text) and the lengths it was planned with."""
+
+    prompt: list[int] | str
+    input_tokens: int
+    output_tokens: int
+
+
+def corpus_words(n: int, seed: int) -> list[str]:
+    """`n` seeded words of the corpus vocabulary."""
+    rng = random.Random(seed)
+    return [rng.choice(_WORDS) for _ in range(n)]
+
+
+def plan_requests(
+    workload: Workload,
+    plan: ArrivalPlan,
+    token_pool: list[int] | None,
+    *,
+    seed_offset: int = 0,
+) -> list[PlannedRequest]:
+    """Prompts for the planned lengths; token-id prompts cut from `token_pool` if given.
+
+    A shared prefix of `prefix_cache_hit` x input tokens (the pool's start) opens every prompt;
+    the rest is a window at a random offset, so prompts differ after the prefix.
+    """
+    rng = random.Random(workload.seed + seed_offset)
+    planned = []
+    for isl, osl in zip(plan.input_tokens.tolist(), plan.output_tokens.tolist(), strict=True):
+        shared = min(isl, round(workload.prefix_cache_hit * isl))
+        if token_pool:
+            start = rng.randrange(len(token_pool))
+            body = [token_pool[(start + i) % len(token_pool)] for i in range(isl - shared)]
+            planned.append(PlannedRequest(token_pool[:shared] + body, isl, osl))
+        else:
+            words = corpus_words(shared, workload.seed) + [
+                rng.choice(_WORDS) for _ in range(isl - shared)
+            ]
+            planned.append(PlannedRequest(" ".join(words), isl, osl))
+    return planned
