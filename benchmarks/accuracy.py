@@ -148,7 +148,16 @@ def _config_and_workload(row: dict[str, str], ctx_base: Context) -> tuple[Engine
         slots = max(1, plan.max_concurrent_seqs)
         config = config.model_copy(update={"max_num_seqs": slots})
         n = min(OFFLINE_MAX_REQUESTS, max(OFFLINE_MIN_REQUESTS, OFFLINE_WAVES * slots))
-        return config, Workload(input_tokens=isl, output_tokens=osl, concurrency=n, num_requests=n)
+        # Offline: every request queued at t = 0 (no staggered start, no warm-up round).
+        offline = Workload(
+            input_tokens=isl,
+            output_tokens=osl,
+            concurrency=n,
+            num_requests=n,
+            ramp_s=0.0,
+            warmup_requests=0,
+        )
+        return config, offline
     if rate:
         return config, Workload(
             input_tokens=isl, output_tokens=osl, rate_rps=float(rate), num_requests=ONLINE_REQUESTS

@@ -119,9 +119,13 @@ def plan_arrivals(
     clients = max(1, min(users, count)) if count else max(1, users)
     # User 0 starts at t = 0; user u somewhere in its own 1/users slot of the ramp (sorted, so
     # request index order is also send order).
-    jitter = rng.random(clients)
-    jitter[0] = 0.0
-    phase = (np.arange(clients) + jitter) / clients
+    import os
+    if os.environ.get("IID"):
+        phase = np.sort(rng.random(clients)); phase -= phase[0]
+    else:
+        jitter = rng.random(clients)
+        jitter[0] = 0.0
+        phase = (np.arange(clients) + jitter) / clients
     return ArrivalPlan(inputs, outputs, None, phase, warmup)
 
 
