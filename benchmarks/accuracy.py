@@ -1,11 +1,13 @@
-"""Predict every row of benchmarks/data/public.csv with the sim backend and report the error.
+"""Predict benchmarks/data/public.csv and silicon_public.csv with the sim backend; report errors.
 
 Prints, per row, the measured and predicted value with the signed percent error; the rows the
-model cannot represent, each with the reason; and the median absolute percent error per metric.
+model cannot represent, each with the reason; the median absolute percent error per metric; and
+for the closed-loop silicon rows (`silicon.py`) the median absolute error of mean TTFT and TPOT
+per engine and over all of them.
 Only the shared constants of tuner/perf/efficiency.py are tuned against these rows: nothing
 here depends on a row's id, source or engine.
 
-    python benchmarks/accuracy.py [--csv PATH] [--json]
+    python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--json]
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import silicon
 
 from tuner import catalog
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
@@ -220,14 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     """Print the per-row table, skipped rows and per-metric median absolute error."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--silicon-csv", type=Path, default=silicon.DEFAULT_CSV)
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead")
     args = ap.parse_args(argv)
     results = [predict_row(r) for r in load_rows(args.csv)]
     summary = median_abs_errors(results)
+    silicon_results, silicon_summary = silicon.score(args.silicon_csv)
     if args.json:
-        print(
-            json.dumps({k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()})
-        )
+        doc: dict[str, object] = {
+            k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()
+        }
+        doc["silicon"] = silicon_summary
+        print(json.dumps(doc))
         return 0
     head = ("id", "model", "gpu", "metric", "measured", "predicted", "err%")
     print("{:6} {:24} {:28} {:27} {:>10} {:>10} {:>7}".format(*head))
@@ -245,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     for metric, (err, n) in summary.items():
         flag = "" if n >= 5 else "  (fewer than 5 rows)"
         print(f"  {metric:27} {err:6.1f}%  over {n} rows{flag}")
+    silicon.print_summary(silicon_results, silicon_summary)
     return 0
 
 

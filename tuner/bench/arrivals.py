@@ -9,9 +9,9 @@ Steady-state definitions (the same in every backend):
 - Requests are issued in index order. Open loop: request i is sent at `arrival_s[i]` (Poisson,
   first at t = 0). Closed loop: `users` clients; user u sends request u at its start offset,
   and whenever a request finishes its user sends the next unsent index.
-- Staggered start: user u starts at `(u + U[0, 1)) / users` of the ramp (the backend's estimate
-  of one request's cycle), so the users' requests are spread over a cycle from the start, as
-  real clients drift apart within a few requests. Users that all start at t = 0 with identical
+- Staggered start: the users start at independent uniform phases of the ramp (the backend's
+  estimate of one request's cycle), so their requests are spread over a cycle from the start,
+  as real clients drift apart within a few requests. Users that all start at t = 0 with identical
   lengths stay in lock-step in a deterministic engine and inflate TTFT several-fold.
 - Warm-up: the first `warmup` indices run (they load the engine) but never enter the
   statistics: one request per user in closed loop (the ramp-up round), and a tenth of the
@@ -120,8 +120,10 @@ def plan_arrivals(
     # User 0 starts at t = 0; user u somewhere in its own 1/users slot of the ramp (sorted, so
     # request index order is also send order).
     import os
+
     if os.environ.get("IID"):
-        phase = np.sort(rng.random(clients)); phase -= phase[0]
+        phase = np.sort(rng.random(clients))
+        phase -= phase[0]
     else:
         jitter = rng.random(clients)
         jitter[0] = 0.0

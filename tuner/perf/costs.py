@@ -69,6 +69,7 @@ class StepCostModel:
     allreduce_latency_s: float
     allreduce_bytes_per_s: float  # ring bus bandwidth: link x fraction x tp / (2 (tp - 1))
     kernel_path: str
+    seq_overhead_s: float = 0.0  # host work per sampled position per step (sampling, output)
 
     def gemm_s(self, num_tokens: float, num_logits: float) -> float:
         """GEMMs + all-reduces of a step pushing `num_tokens` through, sampling `num_logits`."""
@@ -87,6 +88,7 @@ class StepCostModel:
                 self.weight_bytes_per_s,
             )
         if num_logits > 0:
+            t += num_logits * self.seq_overhead_s
             t += _roofline_s(
                 FLOPS_PER_MAC * num_logits * self.lm_head_params,
                 self.lm_head_flops_per_s,
@@ -188,6 +190,7 @@ def step_cost_model(
     heads = model.num_attention_heads / tp
     return StepCostModel(
         fixed_s=eff.step_overhead_s + layers * eff.layer_overhead_s,
+        seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense,
         dense_io_per_token=_dense_io_per_token(model, tp),
         expert_params=expert,

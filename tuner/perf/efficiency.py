@@ -48,6 +48,10 @@ class Efficiency:
     weight_only_dequant_overhead: float = 0.25
     # Fixed host-side cost of one engine step: scheduling, sampling, launch (CUDA graphs), seconds.
     step_overhead_s: float = 0.0006
+    # Host-side cost per sequence sampled in a step: sampler, logits processors, detokenizing
+    # and queueing the output chunk (vLLM, SGLang and TensorRT-LLM do this in Python/C++ per
+    # sequence, so at hundreds of sequences it adds milliseconds to every step).
+    seq_step_overhead_s: float = 0.000010
     # Per-layer fixed cost of a step (norms, rotary, small kernels that never reach the roofline).
     layer_overhead_s: float = 0.000010
     # Latency of one tensor-parallel all-reduce (NCCL/custom all-reduce small-message floor).
