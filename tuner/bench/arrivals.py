@@ -117,17 +117,12 @@ def plan_arrivals(
             arrivals -= arrivals[0]  # the first request is sent at t = 0
         return ArrivalPlan(inputs, outputs, arrivals, None, warmup)
     clients = max(1, min(users, count)) if count else max(1, users)
-    # User 0 starts at t = 0; user u somewhere in its own 1/users slot of the ramp (sorted, so
-    # request index order is also send order).
-    import os
-
-    if os.environ.get("IID"):
-        phase = np.sort(rng.random(clients))
-        phase -= phase[0]
-    else:
-        jitter = rng.random(clients)
-        jitter[0] = 0.0
-        phase = (np.arange(clients) + jitter) / clients
+    # Independent uniform phases over the ramp, as users that drifted apart independently have
+    # (an evenly spaced layout would be more regular than any real client population and hide
+    # the chance collisions of prefills). Sorted, so index order is send order; the first
+    # user starts at t = 0.
+    phase = np.sort(rng.random(clients))
+    phase -= phase[0]
     return ArrivalPlan(inputs, outputs, None, phase, warmup)
 
 
