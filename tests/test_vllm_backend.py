@@ -172,9 +172,10 @@ def test_evaluate_measures_and_reads_server_counters(fake_python: str, tmp_path:
     assert m.feasible, m.reason
     assert m.backend == "vllm" and m.num_requests == 6 and m.failed_requests == 0
     assert m.ttft_ms.p50 >= 20.0 and m.itl_ms.p50 >= 10.0
-    # counters cover the measured requests only (the warm-up is excluded): 6 x 8 tokens
-    assert m.extra["server_generation_tokens"] == 48
-    assert m.extra["server_prompt_tokens"] == 6 * 32
+    # counters cover the load (3 in-load warm-up + 6 measured requests), not the probe
+    assert m.warmup_requests == 3
+    assert m.extra["server_generation_tokens"] == 9 * 8
+    assert m.extra["server_prompt_tokens"] == 9 * 32
     assert m.extra["spec_acceptance_rate"] == pytest.approx(0.5)
     assert m.extra["prefix_cache_hit_rate"] == pytest.approx(0.25, abs=0.02)
     assert m.kv_capacity_tokens == 4096

@@ -181,6 +181,7 @@ def server_counters(
     hits = _delta(before, after, "vllm:prefix_cache_hits")
     if queries:
         out["prefix_cache_hit_rate"] = (hits or 0) / queries
+    # Counted over the whole load: the in-load warm-up requests run inside the same window.
     for key, name in (("server_prompt_tokens", "vllm:prompt_tokens"),
                       ("server_generation_tokens", "vllm:generation_tokens")):  # fmt: skip
         value = _delta(before, after, name)
