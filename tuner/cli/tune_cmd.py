@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tuner import catalog
+from tuner.bench.lengths import workload_length_pairs
 from tuner.cli.app import app, console, guarded
 from tuner.errors import InputError
 from tuner.run.folder import write_exports
@@ -197,7 +198,12 @@ def tune_command(
     osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
     rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
-    num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
+    num_requests: Annotated[
+        int | None, typer.Option(help="Measured requests per evaluation (default: from load)")
+    ] = None,
+    lengths: Annotated[
+        str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
+    ] = None,
     prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
     acceptance: Annotated[
         float | None, typer.Option(help="Per-token acceptance of draft-model proposals")
@@ -241,6 +247,7 @@ def tune_command(
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
+                             "lengths_file": lengths,
                              "acceptance_rate": acceptance,
                              "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
@@ -250,6 +257,7 @@ def tune_command(
         folder = run_dir or out / run_dir_name(spec, datetime.now())
     if trials is not None and (resume is not None or config is not None):
         spec = spec.model_copy(update={"trials": trials})
+    workload_length_pairs(spec.workload.lengths_file)  # a bad --lengths file: one InputError line
     columns = (
         TextColumn("[progress.description]{task.description}"), BarColumn(),
         MofNCompleteColumn(), TextColumn("best feasible {task.fields[best]} tok/s/GPU"),
