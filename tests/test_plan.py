@@ -83,7 +83,14 @@ def test_cost_and_energy_arithmetic() -> None:
 
 
 def test_knob_grid_takes_powers_of_two_inside_a_range() -> None:
-    assert knob_grid(IntRange(low=512, high=16384, step=512)) == [512, 1024, 2048, 4096, 8192, 16384]
+    assert knob_grid(IntRange(low=512, high=16384, step=512)) == [
+        512,
+        1024,
+        2048,
+        4096,
+        8192,
+        16384,
+    ]
     assert knob_grid(IntRange(low=1, high=512, log=True))[-1] == 512
     assert knob_grid([64, 8, 8]) == [8, 64]
 
@@ -163,7 +170,9 @@ def test_plan_ranks_cheapest_first_and_prices_every_option(small_plan: PlanResul
 
 @settings(max_examples=15, deadline=None)
 @given(st.floats(0.5, 200.0), st.floats(0.5, 200.0))
-def test_more_load_never_needs_fewer_gpus_at_planned_capacity(small_plan: PlanResult, a: float, b: float) -> None:
+def test_more_load_never_needs_fewer_gpus_at_planned_capacity(
+    small_plan: PlanResult, a: float, b: float
+) -> None:
     lo, hi = sorted((a, b))
     kind = small_plan.kinds[0]
     gpu, price = catalog.load_gpu(kind.gpu), kind.price
@@ -268,4 +277,3 @@ def test_cli_malformed_price_file_is_exit_2(tmp_path: Path) -> None:
 def test_gpu_price_model_rejects_a_missing_source() -> None:
     with pytest.raises(ValueError):
         GPUPrice(usd_per_gpu_hour=1.0, provider="x", source="", checked=dt.date(2026, 1, 1))
-

@@ -46,7 +46,7 @@ def tp_sizes(model: ModelSpec, max_gpus_per_replica: int) -> list[int]:
 
 @dataclass(frozen=True)
 class FitCheck:
-    """Memory plan of one (quantization, KV dtype) at one TP size under the smallest batch limits."""
+    """Memory plan of one (quantization, KV dtype) at one TP size, smallest batch limits."""
 
     quantization: Quantization
     kv_dtype: KVDtype

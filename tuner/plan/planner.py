@@ -8,8 +8,15 @@ import time
 from tuner import catalog
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
-from tuner.plan.fit import SIXTEEN_BIT, FitCheck, check_fit, fit_note, max_context_tokens
-from tuner.plan.fit import smallest_footprint, tp_sizes
+from tuner.plan.fit import (
+    SIXTEEN_BIT,
+    FitCheck,
+    check_fit,
+    fit_note,
+    max_context_tokens,
+    smallest_footprint,
+    tp_sizes,
+)
 from tuner.plan.models import KindPlan, Option, PlanRequest, PlanResult
 from tuner.plan.prices import GPUPrice, PriceTable
 from tuner.plan.search import CapacityChoice, best_capacity_config, knob_grid
@@ -20,7 +27,9 @@ __all__ = ["plan", "plan_kind", "rank_kinds", "size_option"]
 _MS = 1e-3
 
 
-def _operating_metrics(req: PlanRequest, gpu: GPUProfile, choice: CapacityChoice, rate: float) -> Metrics:
+def _operating_metrics(
+    req: PlanRequest, gpu: GPUProfile, choice: CapacityChoice, rate: float
+) -> Metrics:
     """Simulate one replica at `rate` requests/s with the chosen variant."""
     tp = choice.config.tensor_parallel_size
     wl = req.workload.model_copy(update={"rate_rps": rate, "concurrency": None})
@@ -51,8 +60,9 @@ def size_option(
     pct = req.sla.percentile
     out_tps = target * req.workload.output_tokens
     total_tps = target * (req.workload.input_tokens + req.workload.output_tokens)
-    money: dict[str, float | None] = {"usd_per_gpu_hour": None, "usd_per_hour": None,
-                                      "usd_per_m_output_tokens": None, "usd_per_m_total_tokens": None}  # fmt: skip
+    money: dict[str, float | None] = dict.fromkeys(
+        ("usd_per_gpu_hour", "usd_per_hour", "usd_per_m_output_tokens", "usd_per_m_total_tokens")
+    )
     if price is not None:
         hourly = sizing.usd_per_hour(gpus, price.usd_per_gpu_hour)
         money = {

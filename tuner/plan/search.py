@@ -76,7 +76,7 @@ def best_capacity_config(
     *,
     eff: Efficiency = DEFAULT_EFFICIENCY,
 ) -> CapacityChoice | None:
-    """Search `pairs` (dtypes that fit) and the batch limits of `space`; None if none meets the SLA."""
+    """Search `pairs` (dtypes that fit) and `space`'s batch limits; None if none meets the SLA."""
     ctx = Context(model=model, gpu=gpu, sla=sla, workload=workload, num_gpus=tp)
     seqs_grid = knob_grid(space.max_num_seqs)
     tokens_grid = knob_grid(space.max_num_batched_tokens)

@@ -1,4 +1,4 @@
-"""The arithmetic of a capacity plan: replicas, GPUs, dollars, utilisation, energy. Pure functions."""
+"""The arithmetic of a plan: replicas, GPUs, dollars, utilisation, energy. Pure functions."""
 
 from __future__ import annotations
 
