@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,13 @@ def main(argv: list[str] | None = None) -> int:
         return done.returncode
     verdict = "meets" if wall < TARGET_S else "MISSES"
     cores = len(os.sched_getaffinity(0))
-    print(f"plan wall time {wall:.1f} s on {cores} cores {verdict} the target of {TARGET_S:g} s")
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = child.ru_utime + child.ru_stime
+    load = os.getloadavg()[0]
+    print(
+        f"plan wall time {wall:.1f} s ({cpu:.1f} s CPU; {cores} cores, load average {load:.1f}) "
+        f"{verdict} the target of {TARGET_S:g} s"
+    )
     return 0
 
 

@@ -63,7 +63,7 @@ def summary_lines(result: PlanResult) -> list[str]:
     if best is not None and best.best is not None:
         o = best.best
         lines.append(
-            f"cheapest meeting the SLA: {o.gpus}x {o.gpu} (tp={o.tp}, {o.replicas} replicas, "
+            f"cheapest meeting the SLA: {o.gpus}x {o.gpu} (tp={o.tp}, {o.replicas} replica(s), "
             f"{o.config.quantization.value} weights, {o.config.kv_dtype.value} KV) at "
             f"${o.usd_per_hour:.2f}/hour, ${o.usd_per_m_output_tokens:.3f} per 1M output tokens"
         )

@@ -6,6 +6,7 @@ import math
 import time
 
 from tuner import catalog
+from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
 from tuner.plan.fit import (
@@ -20,7 +21,7 @@ from tuner.plan.fit import (
 from tuner.plan.models import KindPlan, Option, PlanRequest, PlanResult
 from tuner.plan.prices import GPUPrice, PriceTable
 from tuner.plan.search import CapacityChoice, best_capacity_config, knob_grid
-from tuner.specs import Context, GPUProfile, Metrics
+from tuner.specs import Context, GPUProfile, Metrics, Quantization
 
 __all__ = ["plan", "plan_kind", "rank_kinds", "size_option"]
 
@@ -85,11 +86,21 @@ def _option_cost(o: Option) -> tuple[float, float]:
     return (o.usd_per_hour if o.usd_per_hour is not None else math.inf, o.gpus)
 
 
+def _distinct_quants(req: PlanRequest, gpu: GPUProfile) -> list[Quantization]:
+    """The space's quantizations, one per cost signature: the simulator sees only bytes per
+    weight, GEMM peak and weight-only-ness, so bf16/fp16 (and AWQ/GPTQ) predict the same."""
+    seen: dict[tuple[float, float, bool], Quantization] = {}
+    for q in req.space.quantization:
+        p = precision_for(q, gpu, req.model.hidden_size)
+        seen.setdefault((p.bytes_per_param, p.gemm_tflops, p.weight_only), q)
+    return list(seen.values())
+
+
 def _fits_at(req: PlanRequest, gpu: GPUProfile, tp: int) -> list[FitCheck]:
     min_tokens = min(knob_grid(req.space.max_num_batched_tokens))
     return [
         check_fit(req.model, gpu, req.workload, q, kv, tp, min_batched_tokens=min_tokens)
-        for q in req.space.quantization
+        for q in _distinct_quants(req, gpu)
         for kv in req.space.kv_dtype
     ]
 
