@@ -277,3 +277,18 @@ def test_cli_malformed_price_file_is_exit_2(tmp_path: Path) -> None:
 def test_gpu_price_model_rejects_a_missing_source() -> None:
     with pytest.raises(ValueError):
         GPUPrice(usd_per_gpu_hour=1.0, provider="x", source="", checked=dt.date(2026, 1, 1))
+
+
+def test_table_fits_80_columns_with_every_name_whole(small_plan: PlanResult) -> None:
+    from rich.console import Console
+
+    from tuner.cli.plan_cmd import _table
+
+    names = sorted(catalog.list_names("hardware_profiles"), key=len, reverse=True)[:3]
+    kinds = [small_plan.kinds[i % 2].model_copy(update={"gpu": n}) for i, n in enumerate(names)]
+    console = Console(width=80, record=True)
+    console.print(_table(small_plan.model_copy(update={"kinds": kinds})))
+    text = console.export_text()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    for name in names:
+        assert name in text

@@ -82,7 +82,8 @@ def _money(v: float | None, digits: int) -> str:
 def _table(result: PlanResult) -> Table:
     """Ranked, one row per GPU kind; fits 80 columns and wraps (never truncates) when narrower."""
     pct = result.request.sla.percentile
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption=f"TTFT/TPOT: P{pct} ms at the target")
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False,
+              caption=f"TTFT/TPOT: P{pct} ms at the target")  # fmt: skip
     for name, just in (("#", "right"), ("GPU", "left"), ("GPUs", "right"), ("$/hour", "right"),
                        ("$/1M out", "right"), ("util", "right"),
                        ("TTFT/TPOT", "right"), ("config", "left")):  # fmt: skip
