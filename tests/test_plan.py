@@ -292,3 +292,17 @@ def test_table_fits_80_columns_with_every_name_whole(small_plan: PlanResult) -> 
     assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
     for name in names:
         assert name in text
+
+
+def test_chart_data_has_a_point_per_priced_option_and_monotone_gpu_curves(
+    small_plan: PlanResult,
+) -> None:
+    from tuner.plan.chart import chart_data, figures
+
+    data = chart_data(small_plan)
+    options = [o for k in small_plan.ok for o in k.options]
+    assert len(data.cost_points) == len(options)
+    for curve in data.load_curves:
+        assert curve.gpus == sorted(curve.gpus) and curve.loads_rps[0] == 0.0
+    figs = figures(data)
+    assert {t["name"] for t in figs["cost"]["data"]} == {k.gpu for k in small_plan.ok}
