@@ -40,7 +40,9 @@ def _request(**update: object) -> PlanRequest:
         "workload": SMALL, "space": catalog.load_search_space("default"), "rate_rps": 20.0,
         "gpus": KINDS,
     }  # fmt: skip
-    return PlanRequest(**{**fields, **update})  # type: ignore[arg-type]
+    merged = {**fields, **update}
+    merged["gpus"] = [catalog.load_gpu(g) for g in merged["gpus"]]  # type: ignore[attr-defined]
+    return PlanRequest(**merged)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -306,3 +308,22 @@ def test_chart_data_has_a_point_per_priced_option_and_monotone_gpu_curves(
         assert curve.gpus == sorted(curve.gpus) and curve.loads_rps[0] == 0.0
     figs = figures(data)
     assert {t["name"] for t in figs["cost"]["data"]} == {k.gpu for k in small_plan.ok}
+
+
+def test_custom_gpu_yaml_is_planned_and_priced_from_a_user_price_file(tmp_path: Path) -> None:
+    import yaml
+
+    gpu = catalog.load_gpu("l40s").model_copy(update={"name": "my-l40s", "aliases": []})
+    gpu_file = tmp_path / "my-l40s.yaml"
+    gpu_file.write_text(yaml.safe_dump(gpu.model_dump(mode="json")))
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("prices:\n  my-l40s: {usd_per_gpu_hour: 0.5, provider: us, "
+                      "source: https://example.com/quote, checked: 2026-11-30}\n")  # fmt: skip
+    res = runner.invoke(app, ["plan", "--model", "llama-3.2-1b", "--rate", "5", "--gpus",
+                              str(gpu_file), "--prices", str(prices), "--isl", "256", "--osl",
+                              "64", "--num-requests", "40", "--json",
+                              "--run-dir", str(tmp_path / "run")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["cheapest"] == "my-l40s" and doc["kinds"][0]["best"]["usd_per_gpu_hour"] == 0.5
+    assert (tmp_path / "run" / "exports" / "my-l40s" / "vllm.sh").is_file()

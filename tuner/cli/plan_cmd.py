@@ -19,7 +19,7 @@ from tuner.errors import InputError, NoFeasibleConfigError
 from tuner.plan import PlanRequest, PlanResult, load_prices, plan
 from tuner.plan.folder import plan_dir_name, summary_lines, write_plan
 from tuner.plan.sizing import DEFAULT_HEADROOM
-from tuner.specs import SLA, Workload
+from tuner.specs import SLA, GPUProfile, Workload
 
 __all__ = ["build_plan_request", "plan_command"]
 
@@ -40,14 +40,15 @@ def _invalid(exc: ValidationError) -> InputError:
     return InputError(f"{_FLAGS.get(field, field)}: {msg} (got {e.get('input')!r})")
 
 
-def _gpu_names(gpus: str) -> list[str]:
+def _gpus(gpus: str) -> list[GPUProfile]:
     if gpus.strip() == "all":
-        return catalog.list_names("hardware_profiles")
+        return catalog.all_gpus()
     names = [g.strip() for g in gpus.split(",") if g.strip()]
     if not names:
         raise InputError("--gpus: give GPU profile names separated by commas, or 'all'")
-    # Resolve aliases/paths to catalog names (unknown names raise one line listing the allowed).
-    return list(dict.fromkeys(catalog.load_gpu(n).name for n in names))
+    # Names, NVML aliases or YAML paths; an unknown name raises one line listing the allowed.
+    profiles = {p.name: p for p in (catalog.load_gpu(n) for n in names)}
+    return list(profiles.values())
 
 
 def build_plan_request(
@@ -69,7 +70,7 @@ def build_plan_request(
             model=catalog.load_model(model), sla=the_sla, workload=workload,
             space=catalog.load_search_space(space), rate_rps=rate, users=users,
             think_time_s=think_time, headroom=headroom,
-            max_gpus_per_replica=max_gpus_per_replica, gpus=_gpu_names(gpus),
+            max_gpus_per_replica=max_gpus_per_replica, gpus=_gpus(gpus),
         )  # fmt: skip
     except ValidationError as exc:
         raise _invalid(exc) from exc
@@ -156,7 +157,7 @@ def plan_command(
         headroom=headroom, max_gpus_per_replica=max_gpus_per_replica, isl=isl, osl=osl,
         num_requests=num_requests, space=space, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
     )  # fmt: skip
-    price_table = load_prices(prices)
+    price_table = load_prices(prices, extra_names=[g.name for g in req.gpus])
     if not as_json:
         err_console.print(f"planning {len(req.gpus)} GPU kind(s) for {_target_text(req)}...")
     result = plan(req, price_table)

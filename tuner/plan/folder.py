@@ -93,10 +93,8 @@ def plan_dir_name(result: PlanResult, now: datetime) -> str:
 
 
 def _export_spec(result: PlanResult, o: Option) -> RunSpec:
-    from tuner import catalog
-
     req = result.request
-    return RunSpec(model=req.model, gpu=catalog.load_gpu(o.gpu), sla=req.sla,
+    return RunSpec(model=req.model, gpu=req.gpu(o.gpu), sla=req.sla,
                    workload=req.workload, space=req.space, num_gpus=o.tp,
                    model_source=req.model.hf_id or req.model.name)  # fmt: skip
 

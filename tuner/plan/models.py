@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tuner.plan.prices import GPUPrice
 from tuner.plan.sizing import DEFAULT_HEADROOM
-from tuner.specs import SLA, EngineConfig, ModelSpec, SearchSpace, Workload
+from tuner.specs import SLA, EngineConfig, GPUProfile, ModelSpec, SearchSpace, Workload
 
 __all__ = ["KindPlan", "Option", "PlanRequest", "PlanResult", "Status"]
 
@@ -29,13 +29,17 @@ class PlanRequest(BaseModel):
     think_time_s: float = Field(default=0.0, ge=0, description="Pause between a user's requests")
     headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, le=10)
     max_gpus_per_replica: int = Field(default=8, ge=1)
-    gpus: list[str] = Field(min_length=1, description="GPU profile names to consider")
+    gpus: list[GPUProfile] = Field(min_length=1, description="GPU profiles to consider")
 
     @model_validator(mode="after")
     def _one_target(self) -> PlanRequest:
         if (self.rate_rps is None) == (self.users is None):
             raise ValueError("give exactly one target: a request rate or a number of users")
         return self
+
+    def gpu(self, name: str) -> GPUProfile:
+        """The requested GPU profile called `name`."""
+        return next(g for g in self.gpus if g.name == name)
 
 
 class Option(BaseModel):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 
-from tuner import catalog
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
@@ -173,9 +172,9 @@ def rank_kinds(kinds: list[KindPlan]) -> list[KindPlan]:
 def plan(req: PlanRequest, prices: PriceTable) -> PlanResult:
     """Plan every GPU kind of `req` and rank them; the cheapest priced kind meeting the SLA wins."""
     start = time.perf_counter()
-    kinds = [plan_kind(req, catalog.load_gpu(g), prices.get(g)) for g in req.gpus]
+    kinds = [plan_kind(req, g, prices.get(g.name)) for g in req.gpus]
     ranked = rank_kinds(kinds)
     cheapest = next((k.gpu for k in ranked if k.best and k.best.usd_per_hour is not None), None)
-    missing = [g for g in req.gpus if prices.get(g) is None]
+    missing = [g.name for g in req.gpus if prices.get(g.name) is None]
     return PlanResult(request=req, kinds=ranked, cheapest=cheapest, missing_prices=missing,
                       elapsed_s=time.perf_counter() - start)  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -51,13 +52,14 @@ class PriceTable(BaseModel):
         return self.model_copy(update={"prices": {**self.prices, gpu: new}})
 
 
-def load_prices(path: Path | None = None) -> PriceTable:
-    """The shipped table, or `path` validated (unknown GPU names are an error, not ignored)."""
+def load_prices(path: Path | None = None, extra_names: Sequence[str] = ()) -> PriceTable:
+    """The shipped table, or `path` validated: a GPU name that is neither a catalog profile nor in
+    `extra_names` (custom profiles being planned) is an error, so a typo is never ignored."""
     file = path if path is not None else catalog.data_dir("prices") / f"{DEFAULT_PRICES}.yaml"
     if path is not None and not path.is_file():
         raise InputError(f"--prices {path}: no such file")
     table = catalog.load_yaml_model(file, PriceTable)
-    known = catalog.list_names("hardware_profiles")
+    known = sorted({*catalog.list_names("hardware_profiles"), *extra_names})
     unknown = sorted(set(table.prices) - set(known))
     if unknown:
         raise InputError(
