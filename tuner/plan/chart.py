@@ -126,10 +126,18 @@ def render_html(data: ChartData, summary_lines: list[str]) -> str:
         for fid, f in figs.items()
     )
     summary = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines)
+    # Errors are shown on the page so a broken chart is visible (and testable) offline.
+    onerror = (
+        "window.addEventListener('error', function(e){var d=document.getElementById('js-errors');"
+        "d.textContent += 'JavaScript error: ' + e.message + '\\n';});"
+    )
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(data.title)}</title>
-<script>{get_plotlyjs()}</script></head>
+<script>{onerror}</script><script>{get_plotlyjs()}</script></head>
 <body style="font-family:system-ui,sans-serif;margin:24px;max-width:1100px">
-<h1>{html.escape(data.title)}</h1><ul>{summary}</ul>{divs}
-<script>{script}</script></body></html>
+<h1>{html.escape(data.title)}</h1><pre id="js-errors"></pre><ul>{summary}</ul>{divs}
+<script>{script}
+document.body.setAttribute('data-plots-rendered',
+  document.querySelectorAll('.plot .main-svg').length);
+</script></body></html>
 """
