@@ -104,14 +104,17 @@ def figures(data: ChartData) -> dict[str, dict[str, Any]]:
          "x": c.loads_rps, "y": c.gpus}
         for c in data.load_curves
     ]  # fmt: skip
+    target_line = {"type": "line", "x0": data.target_rps, "x1": data.target_rps, "yref": "paper",
+                   "y0": 0, "y1": 1, "line": {"dash": "dot"}}  # fmt: skip
     return {
         "cost": {"data": cost_traces, "layout": {
-            "title": f"$ per 1M output tokens vs TPOT P{pct} at the target load",
-            "xaxis": {"title": f"TPOT P{pct} (ms); dashed: SLA bound"},
-            "yaxis": {"title": "$ / 1M output tokens"}, "shapes": shapes}},
+            "title": {"text": f"$ per 1M output tokens vs TPOT P{pct} at the target load"},
+            "xaxis": {"title": {"text": f"TPOT P{pct} (ms); dashed: SLA bound"}},
+            "yaxis": {"title": {"text": "$ / 1M output tokens"}}, "shapes": shapes}},
         "gpus": {"data": load_traces, "layout": {
-            "title": "GPUs needed vs target load (best option per GPU kind)",
-            "xaxis": {"title": "target load (req/s)"}, "yaxis": {"title": "GPUs"}}},
+            "title": {"text": "GPUs needed vs target load (best option per GPU kind)"},
+            "xaxis": {"title": {"text": "target load (req/s); dotted: the target"}},
+            "yaxis": {"title": {"text": "GPUs"}}, "shapes": [target_line]}},
     }  # fmt: skip
 
 
