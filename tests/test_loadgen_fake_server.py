@@ -56,6 +56,7 @@ def test_ignore_eos_makes_outputs_full_length() -> None:
     assert exact.extra["output_length_mismatches"] == 0
     assert natural.extra["output_length_mismatches"] == 6
     assert not natural.extra["output_tokens_exact"]
+
     def tokens(m: Metrics) -> float:
         return m.output_tokens_per_s * float(m.extra["duration_s"])  # type: ignore[arg-type]
 

@@ -317,7 +317,10 @@ async def arun_workload(
         if endpoint.api == "completions":
             pool = await client.token_pool(max_isl, workload.seed)
         reqs = plan_requests(workload, plan, pool)
-        probes = plan_requests(workload, _probe_plan(workload, options), pool, seed_offset=1)
+        # Probes at the mean lengths (no spread, no lengths file), content of another seed.
+        mean = workload.model_copy(update={"length_spread": 0.0})
+        probe_plan = plan_workload(mean, None, count=options.probe_requests)
+        probes = plan_requests(workload, probe_plan, pool, seed_offset=1)
         probe_e2e_s = await client.probe(probes)
         finished = 0
 
@@ -352,13 +355,6 @@ async def arun_workload(
         else f"closed loop {plan.users} users",
     )
     return metrics
-
-
-def _probe_plan(workload: Workload, options: LoadOptions) -> ArrivalPlan:
-    """Probe requests at the workload's mean lengths (sent alone, before the load)."""
-    n = options.probe_requests
-    mean = workload.model_copy(update={"length_spread": 0.0, "lengths_file": None})
-    return plan_workload(mean.model_copy(update={"num_requests": max(n, 1)}), None, count=n)
 
 
 def check_endpoint(endpoint: Endpoint, timeout_s: float = _PREFLIGHT_TIMEOUT_S) -> str:

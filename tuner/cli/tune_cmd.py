@@ -102,11 +102,13 @@ def build_run_spec(
         if backend != "torch":
             raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
         options["compile"] = True
+    workload = _workload(workload_file, workload_fields or {})
+    workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     data = {
         "model": model_spec,
         "gpu": catalog.load_gpu(gpu),
         "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
-        "workload": _workload(workload_file, workload_fields or {}),
+        "workload": workload,
         "space": search_space,
         "num_gpus": num_gpus,
         "drafts": resolve_drafts(search_space),
@@ -198,12 +200,8 @@ def tune_command(
     osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
     concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
     rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
-    num_requests: Annotated[
-        int | None, typer.Option(help="Measured requests per evaluation (default: from load)")
-    ] = None,
-    lengths: Annotated[
-        str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
-    ] = None,
+    num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
+    lengths: Annotated[str | None, typer.Option(help="CSV/JSONL of length pairs")] = None,
     prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
     acceptance: Annotated[
         float | None, typer.Option(help="Per-token acceptance of draft-model proposals")
@@ -247,8 +245,7 @@ def tune_command(
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
-                             "lengths_file": lengths,
-                             "acceptance_rate": acceptance,
+                             "lengths_file": lengths, "acceptance_rate": acceptance,
                              "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
@@ -257,7 +254,6 @@ def tune_command(
         folder = run_dir or out / run_dir_name(spec, datetime.now())
     if trials is not None and (resume is not None or config is not None):
         spec = spec.model_copy(update={"trials": trials})
-    workload_length_pairs(spec.workload.lengths_file)  # a bad --lengths file: one InputError line
     columns = (
         TextColumn("[progress.description]{task.description}"), BarColumn(),
         MofNCompleteColumn(), TextColumn("best feasible {task.fields[best]} tok/s/GPU"),
