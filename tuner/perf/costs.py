@@ -16,6 +16,7 @@ parallelism, and CPU offload.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
@@ -208,7 +209,9 @@ def step_cost_model(
         kv_bytes_per_s=bw * eff.kv_bandwidth_fraction,
         allreduces_per_step=2 * layers if tp > 1 else 0,
         allreduce_bytes_per_token=d * ACTIVATION_BYTES,
-        allreduce_latency_s=eff.allreduce_latency_s,
+        # Small-message all-reduce latency grows with the rounds of recursive doubling,
+        # log2(tp) (the alpha log p term of the alpha-beta model): 1x at TP2, 3x at TP8.
+        allreduce_latency_s=eff.allreduce_latency_s * math.log2(tp) if tp > 1 else 0.0,
         allreduce_bytes_per_s=bus_rate,
         kernel_path=prec.label,
     )

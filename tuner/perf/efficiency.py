@@ -5,7 +5,8 @@ by every GPU, model and workload (no per-row special cases) and were tuned again
 `benchmarks/data/public.csv` with `benchmarks/accuracy.py`; calibration can pass a
 different `Efficiency` to every function that takes one. With the defaults below,
 `python benchmarks/accuracy.py` reports a median absolute error of 5.5% on 21 throughput rows
-and 9.8% on 14 single-stream decode rows.
+and 9.3% on 14 single-stream decode rows, and on the 423 modelled closed-loop rows of
+`benchmarks/data/silicon_public.csv` 11.1% for mean TPOT (mean TTFT: 66.4%, see the issue-9 note).
 
 Plausibility bounds (checked in `__post_init__`): bandwidth fractions <= 0.95, FLOPS fractions
 <= 0.85. Typical published figures: decode GEMV kernels reach 65-85% of HBM peak (gpt-fast
@@ -54,7 +55,8 @@ class Efficiency:
     seq_step_overhead_s: float = 0.000010
     # Per-layer fixed cost of a step (norms, rotary, small kernels that never reach the roofline).
     layer_overhead_s: float = 0.000010
-    # Latency of one tensor-parallel all-reduce (NCCL/custom all-reduce small-message floor).
+    # Latency of one tensor-parallel all-reduce round (NCCL/custom all-reduce small-message
+    # floor); a TP-way all-reduce takes log2(TP) rounds (see perf.costs).
     allreduce_latency_s: float = 0.000010
     # Fraction of the interconnect bandwidth a ring all-reduce achieves.
     interconnect_fraction: float = 0.70
