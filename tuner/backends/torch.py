@@ -242,13 +242,15 @@ class TorchBackend:
         extra["warmup_s"] = time.perf_counter() - warm_start
         # With compile, warm-up is where the step graphs are compiled (its cost, not workload).
         extra["compile_s"] = extra["warmup_s"] if self.compile else 0.0
+        timed_start = time.perf_counter()
+        self._warm_up(engine)  # again, warm (compiled): its per-token time sets the ramp
+        per_token_s = (time.perf_counter() - timed_start) / _WARMUP_OUTPUT_TOKENS
         engine.proposed_tokens = engine.accepted_tokens = 0
 
         from tuner.engine.replay import replay
 
-        # Closed-loop users start spread over one request's time, estimated from the warm-up's
-        # per-token time unless the workload states the ramp.
-        per_token_s = float(extra["warmup_s"] or 0.0) / (2 * (_WARMUP_OUTPUT_TOKENS + 1))
+        # Closed-loop users start spread over one request's time (per-token time x output
+        # length) unless the workload states the ramp.
         ramp_s = wl.ramp_s if wl.ramp_s is not None else per_token_s * wl.output_tokens
         stats = replay(engine, plan, requests, sync, ramp_s=ramp_s)
         metrics = aggregate_steady(stats.results, plan.warmup, backend=self.name, sla=ctx.sla)
