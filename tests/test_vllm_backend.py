@@ -342,7 +342,9 @@ def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) ->
     assert "server died" in killed[0]["reason"] and "SIGKILL" in killed[0]["reason"]
     for m in measured:
         assert m["backend"] == "vllm" and m["failed_requests"] == 0
-        assert m["extra"]["server_generation_tokens"] == 8 * 16  # the server's own counter
+        # the server's own counter: 4 in-load warm-up + 8 measured requests (probe excluded)
+        assert m["extra"]["server_generation_tokens"] == (4 + 8) * 16
+        assert m["num_requests"] == 8 and m["warmup_requests"] == 4
         assert m["kv_capacity_tokens"] > 0 and m["max_concurrent_seqs"] >= 1
         assert 0 < m["ttft_ms"]["p50"] < m["e2e_ms"]["p50"]
     for pid in seen:
