@@ -1,28 +1,61 @@
-"""The Typer application object and the guard that turns TunerError into one line + exit code."""
+"""The Typer application, its one-line error handling and the guard for TunerError."""
 
 from __future__ import annotations
 
 import functools
-import sys
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 
+# Typer vendors click; its exception classes are only reachable here.
+from typer._click import exceptions as click_errors
+from typer.core import TyperGroup
+
+from tuner.cli.output import console, err_console, print_error
 from tuner.errors import TunerError
 
-__all__ = ["app", "console", "err_console", "guarded"]
+__all__ = ["app", "console", "err_console", "finite_positive", "guarded"]
+
+
+class OneLineGroup(TyperGroup):
+    """Click usage errors as one `error:` line (not a Rich box); Ctrl-C exits 130 quietly."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the CLI; every failure ends as one stderr line and an exit code."""
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click_errors.NoArgsIsHelpError as exc:
+            typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            code = 0
+        except click_errors.ClickException as exc:
+            print_error(exc.format_message())
+            code = exc.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            print_error("interrupted")
+            code = 130
+        if standalone_mode:
+            raise SystemExit(code)
+        return code
+
 
 app = typer.Typer(
     name="tuner",
+    cls=OneLineGroup,
     help="Find the LLM serving configuration that meets your latency SLA at the lowest cost.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,11 +69,17 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except TunerError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-            sys.stderr.flush()
+            print_error(str(exc))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted; completed work is kept in the run folder")
+            print_error("interrupted")
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def finite_positive(value: float | None) -> float | None:
+    """Typer callback: a flag that must be a finite number > 0 (None = not given)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a finite number > 0 (got {value:g})")
+    return value
