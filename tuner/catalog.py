@@ -66,18 +66,21 @@ def data_dir(kind: str) -> Path:
 
 def format_validation_error(err: ValidationError, where: str, model: type[BaseModel]) -> str:
     """One line naming the file/flag, each bad field, the problem and what is allowed."""
-    parts = []
+    parts, missing = [], []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
         msg = e["msg"]
+        if e["type"] == "missing":
+            missing.append(loc)  # listed together after the other problems
+            continue
         if e["type"] == "extra_forbidden":
             allowed = ", ".join(model.model_fields)
             msg = f"unknown field; allowed fields: {allowed}"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
         elif "input" in e and not isinstance(e["input"], dict):
             msg = f"{msg} (got {echo(e['input'])})"
-        parts.append(f"field '{loc}': {msg}")
+        parts.append(f"field {echo(loc)}: {msg}")
+    if missing:
+        parts.append(f"required fields missing: {', '.join(missing)}")
     return f"{where}: " + "; ".join(parts)
 
 

@@ -48,7 +48,7 @@ class InterruptedRunError(TunerError):
 # Longest echo of a user value, and of a whole error line, before it is cut: an error names the
 # problem, it does not replay the input (a YAML alias bomb expands to hundreds of megabytes).
 MAX_ECHO_CHARS = 80
-MAX_LINE_CHARS = 600
+MAX_LINE_CHARS = 1500
 
 
 def _echo_repr() -> reprlib.Repr:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -16,7 +17,10 @@ from typer.core import TyperGroup
 from tuner.cli.output import console, err_console, print_error
 from tuner.errors import TunerError
 
-__all__ = ["app", "console", "err_console", "finite_positive", "guarded"]
+__all__ = ["INTERNAL_ERROR_EXIT", "app", "console", "err_console", "finite_positive", "guarded"]
+
+# Exit code of an unexpected exception (a bug): distinct from the documented 2/3/4/130.
+INTERNAL_ERROR_EXIT = 1
 
 
 class OneLineGroup(TyperGroup):
@@ -43,6 +47,12 @@ class OneLineGroup(TyperGroup):
         except (typer.Abort, KeyboardInterrupt):
             print_error("interrupted")
             code = 130
+        except Exception as exc:  # a bug: still one line for the user; TUNER_DEBUG=1 shows it
+            if os.environ.get("TUNER_DEBUG"):
+                raise
+            print_error(f"internal error ({type(exc).__name__}: {exc}); please report it "
+                        "(TUNER_DEBUG=1 shows the traceback)")  # fmt: skip
+            code = INTERNAL_ERROR_EXIT
         if standalone_mode:
             raise SystemExit(code)
         return code
@@ -69,7 +79,10 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except TunerError as exc:
-            print_error(str(exc))
+            # Only a failed search carries detail lines (its closest variants); user text
+            # inside any other message is flattened onto the one line.
+            head, *details = str(exc).split("\n") if exc.exit_code == 3 else [str(exc)]
+            print_error(head, details)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             print_error("interrupted")

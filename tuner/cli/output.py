@@ -35,9 +35,16 @@ def say(text: str, *, style: str | None = None) -> None:
     console.print(escape(text), style=style, soft_wrap=not console.is_terminal)
 
 
-def print_error(message: str) -> None:
-    """The one stderr line of a failed command: `error: <message>`, escaped and bounded."""
+# A detail listing under an error line (the closest variants of a failed search) stays short.
+MAX_DETAIL_LINES = 12
+
+
+def print_error(message: str, details: Sequence[str] = ()) -> None:
+    """The one stderr line of a failed command, `error: <message>`, escaped and bounded;
+    optional indented detail lines after it (never starting with `error:`)."""
     err_console.print(f"[bold red]error:[/] {escape(one_line(message))}")
+    for line in details[:MAX_DETAIL_LINES]:
+        err_console.print("  " + escape(one_line(line)))
     sys.stderr.flush()
 
 
