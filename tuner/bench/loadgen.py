@@ -21,7 +21,7 @@ from typing import Any, Literal
 import httpx
 
 from tuner.bench.stats import RequestResult, aggregate
-from tuner.errors import BackendError
+from tuner.errors import BackendError, InputError, echo
 from tuner.specs import SLA, Metrics, Workload
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "run_workload",
     "arun_workload",
     "check_endpoint",
+    "check_url",
 ]
 
 Api = Literal["completions", "chat"]
@@ -144,6 +145,58 @@ def _body_message(body: str) -> str:
     return " ".join(str(msg).split())[:_ERROR_BODY_CHARS]
 
 
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _stream_message(data: str) -> dict[str, Any]:
+    """One SSE `data:` payload as a JSON object; ValueError (a failed request) otherwise."""
+    chunk = json.loads(data)  # JSONDecodeError is a ValueError
+    if not isinstance(chunk, dict):
+        raise ValueError(f"unexpected stream message (not a JSON object): {data[:80]}")
+    choices, usage = chunk.get("choices"), chunk.get("usage")
+    if choices is not None and not (
+        isinstance(choices, list) and all(isinstance(c, dict) for c in choices)
+    ):
+        raise ValueError(f"unexpected 'choices' in stream message: {data[:80]}")
+    if usage is not None and not isinstance(usage, dict):
+        raise ValueError(f"unexpected 'usage' in stream message: {data[:80]}")
+    return chunk
+
+
+def _choice_text(choices: list[dict[str, Any]]) -> str:
+    """The text of a chunk's first choice (completions `text` or chat `delta.content`)."""
+    choice = choices[0]
+    delta = choice.get("delta")
+    text = choice.get("text") or (delta.get("content") if isinstance(delta, dict) else None)
+    return text if isinstance(text, str) else ""
+
+
+def _usage(usage: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(completion_tokens, prompt_tokens) of a usage object; ValueError when not counts."""
+    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    for v in (completion, prompt):
+        if v is not None and not _is_count(v):
+            raise ValueError(f"unexpected token counts in 'usage': {str(usage)[:80]}")
+    return completion, prompt
+
+
+def check_url(url: str) -> str:
+    """`url` if it is an http(s) URL with a host; InputError naming the problem otherwise."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise InputError(f"--url {echo(url)}: not a URL ({exc})") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InputError(f"--url {echo(url)}: expected http(s)://HOST[:PORT], e.g. "
+                         "http://127.0.0.1:8000")  # fmt: skip
+    return url
+
+
 class _Client:
     """One benchmark's HTTP session and what it learned about the server."""
 
@@ -176,9 +229,11 @@ class _Client:
         served: list[str] = []
         if resp.status_code == 200:
             try:
-                served = [m["id"] for m in resp.json().get("data", [])]
-            except (ValueError, KeyError, TypeError, AttributeError):
-                served = []
+                listed = resp.json().get("data", [])
+            except (ValueError, AttributeError):
+                listed = []
+            if isinstance(listed, list):
+                served = [m["id"] for m in listed if isinstance(m, dict) and _is_text(m.get("id"))]
         if not served and not self.model:
             raise BackendError(
                 f"{url} is not an OpenAI-compatible server (GET /v1/models: HTTP "
@@ -201,7 +256,9 @@ class _Client:
             return None
         if not isinstance(tokens, list) or len(tokens) < min_tokens:
             return None
-        return [int(t) for t in tokens]
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            return None  # not token ids: fall back to text prompts
+        return tokens
 
     def payload(self, req: PlannedRequest) -> dict[str, Any]:
         """The JSON body of one streamed request."""
@@ -239,19 +296,22 @@ class _Client:
         path = _PATHS[self.endpoint.api]
         chunks_with_text = 0
         usage_tokens: int | None = None
+        prompt_tokens: int | None = None
         start = last = time.perf_counter()
         async with self.http.stream("POST", path, json=self.payload(req)) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread()).decode(errors="replace")
                 result.error = f"HTTP {resp.status_code}: {_body_message(body)}"
                 return
+            done_seen = False
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
                     continue  # blank separators, SSE comments and event names
                 data = line.removeprefix("data:").strip()
                 if data == "[DONE]":
+                    done_seen = True
                     break
-                chunk = json.loads(data)
+                chunk = _stream_message(data)
                 if "error" in chunk:
                     result.error = f"server error: {_body_message(data)}"
                     return
@@ -262,14 +322,17 @@ class _Client:
                     else:
                         result.success, result.ttft_s = True, now - start
                     last = now
-                    choice = choices[0]
-                    text = choice.get("text") or (choice.get("delta") or {}).get("content")
-                    chunks_with_text += bool(text)
+                    chunks_with_text += bool(_choice_text(choices))
                 if usage := chunk.get("usage"):
-                    usage_tokens = usage.get("completion_tokens")
-                    result.input_tokens = usage.get("prompt_tokens") or result.input_tokens
+                    usage_tokens, prompt_tokens = _usage(usage)
+                    result.input_tokens = prompt_tokens or result.input_tokens
         if not result.success:
             result.error = "the stream carried no tokens"
+            return
+        if not done_seen:
+            # The connection ended cleanly mid-answer: a cut stream is not a served request.
+            result.success = False
+            result.error = f"stream ended without [DONE] after {chunks_with_text} token chunks"
             return
         result.e2e_s = last - start
         if usage_tokens is None:
