@@ -380,3 +380,42 @@ def test_tune_progress_is_plain_lines_off_a_terminal(tmp_path: Path) -> None:
                                  "--run-dir", str(tmp_path / "r")])  # fmt: skip
     assert result.exit_code == 0
     assert sum(line.startswith("trial ") for line in result.stdout.splitlines()) == 3
+
+
+class _InterruptedBackend:
+    """A backend whose third evaluation is interrupted by Ctrl-C (inside the Optuna objective)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.inner, self.calls = FakeBackend(), 0
+
+    def evaluate(self, config, ctx):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyboardInterrupt
+        return self.inner.evaluate(config, ctx)
+
+
+def test_ctrl_c_inside_a_trial_logs_no_optuna_traceback(tmp_path: Path, monkeypatch) -> None:
+    import logging
+
+    from tuner.errors import InterruptedRunError
+    from tuner.run import tune as tune_module
+    from tuner.run.spec import load_run_spec
+
+    run = tmp_path / "r"
+    argv = [*TUNE, "--model", "llama-3.2-1b", "--trials", "1", "--run-dir", str(run)]
+    assert runner.invoke(app, argv).exit_code in (0, 3)
+    spec = load_run_spec(run).model_copy(update={"trials": 30})
+    monkeypatch.setattr(tune_module, "get_backend", lambda name, **o: _InterruptedBackend())
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("optuna").addHandler(handler)
+    try:
+        with pytest.raises(InterruptedRunError, match="finished trials are kept"):
+            tune_module.tune(spec, run, resume=True)
+    finally:
+        logging.getLogger("optuna").removeHandler(handler)
+    assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]
