@@ -18,6 +18,7 @@ __all__ = [
     "err_console",
     "print_error",
     "print_json",
+    "print_note",
     "print_rows",
     "print_table",
     "say",
@@ -46,6 +47,11 @@ def print_error(message: str, details: Sequence[str] = ()) -> None:
     for line in details[:MAX_DETAIL_LINES]:
         err_console.print("  " + escape(one_line(line)))
     sys.stderr.flush()
+
+
+def print_note(text: str) -> None:
+    """A side remark on stderr (stdout stays clean for --json and pipes)."""
+    err_console.print(f"note: {escape(one_line(text))}")
 
 
 def print_table(table: Table) -> None:

@@ -25,7 +25,8 @@ from rich.table import Table
 
 from tuner import catalog
 from tuner.cli.app import app, console, finite_positive, guarded
-from tuner.cli.output import print_table, say
+from tuner.cli.output import print_note, print_table, say
+from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
@@ -195,7 +196,10 @@ def tune_command(
     model: Annotated[
         str | None, typer.Option(help="Model name, YAML card or HF config.json")
     ] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU profile name, NVML alias or YAML")] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
+    ] = None,
     sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
     ttft_ms: Annotated[float | None, typer.Option(help="Custom TTFT bound, ms")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="Custom TPOT bound, ms")] = None,
@@ -246,8 +250,11 @@ def tune_command(
     elif config is not None:
         spec = load_run_spec(config)
     else:
-        if model is None or gpu is None:
-            raise InputError("--model and --gpu are required (or --config run.yaml / --resume DIR)")
+        if model is None:
+            raise InputError("--model is required (or --config run.yaml / --resume DIR)")
+        if gpu is None:
+            gpu, note = local_gpu_profile(backend)
+            print_note(note)
         spec = build_run_spec(
             model=model, gpu=gpu, sla=sla, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
             percentile=percentile, space=space, num_gpus=num_gpus, workload_file=workload,
