@@ -419,3 +419,21 @@ def test_ctrl_c_inside_a_trial_logs_no_optuna_traceback(tmp_path: Path, monkeypa
     finally:
         logging.getLogger("optuna").removeHandler(handler)
     assert not [r for r in records if r.exc_info], [r.getMessage() for r in records]
+
+
+# -- 12. measuring backends default --gpu to the local device --------------------------------------
+
+
+def test_measuring_backends_default_gpu_to_the_nvml_device(monkeypatch) -> None:
+    from tuner import detect
+
+    h200 = detect.DetectedGPU(index=0, name="NVIDIA H200", memory_gib=139.8, profile="h200-sxm")
+    monkeypatch.setattr(detect, "detect_gpus", lambda: [h200])
+    name, note = detect.local_gpu_profile("torch")
+    assert name == "h200-sxm" and "NVIDIA H200" in note
+    monkeypatch.setattr(detect, "detect_gpus", lambda: "no NVIDIA driver found")
+    line = _fails_in_one_line(runner.invoke(app, ["predict", "--model", "llama-3.2-1b",
+                                                  "--backend", "torch"]))  # fmt: skip
+    assert "no NVIDIA GPU detected" in line and "--gpu" in line
+    line = _fails_in_one_line(runner.invoke(app, ["tune", "--model", "llama-3.2-1b"]))
+    assert "--gpu is required with --backend sim" in line
