@@ -13,7 +13,7 @@ from rich.table import Table
 from tuner import catalog
 from tuner.backends import BACKENDS, get_backend
 from tuner.cli.app import app, console, guarded
-from tuner.cli.output import print_note
+from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.predict import NGRAM
@@ -239,8 +239,8 @@ def predict(
         f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"
     )
     if not metrics.feasible:
-        console.print(f"{title}: infeasible: {metrics.reason}", highlight=False)
+        console.print(f"{title}: infeasible: {escape(metrics.reason or '')}", highlight=False)
         return
-    console.print(_table(metrics, title))
+    print_table(_table(metrics, title))
     for line in _summary_lines(metrics):
-        console.print(line, highlight=False)
+        say(line)
