@@ -279,6 +279,11 @@ def test_corrupted_trial_data_is_a_failed_trial_not_a_crash(tmp_path: Path) -> N
     assert "failed" in states and "complete" not in states
     resumed = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "9"])
     assert resumed.exit_code in (0, 3) and "Traceback" not in resumed.output
+    with sqlite3.connect(run / "study.db") as con:
+        con.execute("update trial_params set distribution_json = '{bad'")
+    for argv in (["report", str(run)], ["export", str(run), "--trial", "0"],
+                 ["tune", "--resume", str(run), "--trials", "12"]):  # fmt: skip
+        assert "corrupted" in _fails_in_one_line(runner.invoke(app, argv))
 
 
 # -- 9. exit codes of bench and measuring backends -----------------------------------------------

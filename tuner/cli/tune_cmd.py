@@ -340,11 +340,12 @@ def export(
 ) -> None:
     """Write vLLM / SGLang / TensorRT-LLM launch files for any evaluated trial."""
     spec = load_run_spec(run_dir)
-    from tuner.run.tune import open_study
+    from tuner.run.tune import open_study, readable_study
     from tuner.search.trials import record_from_frozen
 
     study = open_study(spec, run_dir, create=False)
-    found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
+    with readable_study(run_dir):
+        found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
     if not found:
         raise InputError(f"{run_dir}: no trial {trial} (trials 0..{len(study.trials) - 1})")
     record = record_from_frozen(found[0])

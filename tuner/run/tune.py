@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -25,6 +26,7 @@ from tuner.search.trials import TrialRecord
 __all__ = [
     "TuneOutcome",
     "check_run_dir",
+    "readable_study",
     "importances",
     "open_study",
     "rebuild",
@@ -106,10 +108,21 @@ def importances(
     return out
 
 
+@contextmanager
+def readable_study(where: Path) -> Iterator[None]:
+    """Turn a study whose stored JSON is corrupted (hand-edited, truncated) into one line."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: the study's stored trials are corrupted ({exc.msg}); "
+                         "start a new run folder") from exc  # fmt: skip
+
+
 def _analyse_and_write(
     spec: RunSpec, study: optuna.Study, run_dir: Path
 ) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
-    records = search.records(study)
+    with readable_study(run_dir):
+        records = search.records(study)
     result = analyze(records, spec.sla)
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
@@ -213,10 +226,11 @@ def tune(
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    interrupted = search.fail_interrupted_trials(study) if resume else []
+    with readable_study(run_dir):
+        interrupted = search.fail_interrupted_trials(study) if resume else []
     stopped = False
     try:
-        with _quiet_interrupts():
+        with _quiet_interrupts(), readable_study(run_dir):
             search.optimize(study, evaluator, trials=spec.trials, timeout_s=spec.timeout_s,
                             callbacks=callbacks)  # fmt: skip
     except KeyboardInterrupt:
