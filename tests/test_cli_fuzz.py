@@ -25,7 +25,10 @@ from tuner.cli import app
 from tuner.specs import SLA, ModelSpec, SearchSpace
 
 ALLOWED_EXIT = {0, 2, 3, 4, 130}
-BUDGET_S = 50.0  # wall-clock cap of the whole fuzz run; examples past it are skipped
+# Wall-clock cap of the whole fuzz run (examples past it are skipped) and example count; raise
+# both through the environment for a deeper local run.
+BUDGET_S = float(os.environ.get("TUNER_FUZZ_BUDGET_S", "50"))
+EXAMPLES = int(os.environ.get("TUNER_FUZZ_EXAMPLES", "400"))
 _started: list[float] = []
 runner = CliRunner()
 
@@ -139,7 +142,7 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(argv=commands, content=file_contents)
 def test_any_input_ends_in_a_documented_exit_code_and_one_line(
     argv: list[str], content: bytes

@@ -11,7 +11,6 @@ probes that, and every request's `usage.completion_tokens` is checked against wh
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable
@@ -20,8 +19,16 @@ from typing import Any, Literal
 
 import httpx
 
+from tuner.bench.messages import (
+    body_message,
+    check_url,
+    choice_text,
+    is_text,
+    stream_message,
+    token_counts,
+)
 from tuner.bench.stats import RequestResult, aggregate
-from tuner.errors import BackendError, InputError, echo
+from tuner.errors import BackendError
 from tuner.specs import SLA, Metrics, Workload
 
 __all__ = [
@@ -51,7 +58,6 @@ _VOCABULARY = (
 )
 _WORDS = _VOCABULARY.split()
 _PATHS: dict[Api, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-_ERROR_BODY_CHARS = 200  # enough of an error body to name the problem on one line
 _CONNECT_TIMEOUT_S = 10.0
 _PREFLIGHT_TIMEOUT_S = 30.0
 
@@ -134,69 +140,6 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _body_message(body: str) -> str:
-    """The `message` of an OpenAI error body, else the body's start, on one line."""
-    try:
-        data = json.loads(body)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", body) if isinstance(err, dict) else str(err)
-    except (json.JSONDecodeError, AttributeError):
-        msg = body
-    return " ".join(str(msg).split())[:_ERROR_BODY_CHARS]
-
-
-def _is_text(value: object) -> bool:
-    return isinstance(value, str) and bool(value)
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _stream_message(data: str) -> dict[str, Any]:
-    """One SSE `data:` payload as a JSON object; ValueError (a failed request) otherwise."""
-    chunk = json.loads(data)  # JSONDecodeError is a ValueError
-    if not isinstance(chunk, dict):
-        raise ValueError(f"unexpected stream message (not a JSON object): {data[:80]}")
-    choices, usage = chunk.get("choices"), chunk.get("usage")
-    if choices is not None and not (
-        isinstance(choices, list) and all(isinstance(c, dict) for c in choices)
-    ):
-        raise ValueError(f"unexpected 'choices' in stream message: {data[:80]}")
-    if usage is not None and not isinstance(usage, dict):
-        raise ValueError(f"unexpected 'usage' in stream message: {data[:80]}")
-    return chunk
-
-
-def _choice_text(choices: list[dict[str, Any]]) -> str:
-    """The text of a chunk's first choice (completions `text` or chat `delta.content`)."""
-    choice = choices[0]
-    delta = choice.get("delta")
-    text = choice.get("text") or (delta.get("content") if isinstance(delta, dict) else None)
-    return text if isinstance(text, str) else ""
-
-
-def _usage(usage: dict[str, Any]) -> tuple[int | None, int | None]:
-    """(completion_tokens, prompt_tokens) of a usage object; ValueError when not counts."""
-    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-    for v in (completion, prompt):
-        if v is not None and not _is_count(v):
-            raise ValueError(f"unexpected token counts in 'usage': {str(usage)[:80]}")
-    return completion, prompt
-
-
-def check_url(url: str) -> str:
-    """`url` if it is an http(s) URL with a host; InputError naming the problem otherwise."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError) as exc:
-        raise InputError(f"--url {echo(url)}: not a URL ({exc})") from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise InputError(f"--url {echo(url)}: expected http(s)://HOST[:PORT], e.g. "
-                         "http://127.0.0.1:8000")  # fmt: skip
-    return url
-
-
 class _Client:
     """One benchmark's HTTP session and what it learned about the server."""
 
@@ -233,7 +176,7 @@ class _Client:
             except (ValueError, AttributeError):
                 listed = []
             if isinstance(listed, list):
-                served = [m["id"] for m in listed if isinstance(m, dict) and _is_text(m.get("id"))]
+                served = [m["id"] for m in listed if isinstance(m, dict) and is_text(m.get("id"))]
         if not served and not self.model:
             raise BackendError(
                 f"{url} is not an OpenAI-compatible server (GET /v1/models: HTTP "
@@ -301,7 +244,7 @@ class _Client:
         async with self.http.stream("POST", path, json=self.payload(req)) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread()).decode(errors="replace")
-                result.error = f"HTTP {resp.status_code}: {_body_message(body)}"
+                result.error = f"HTTP {resp.status_code}: {body_message(body)}"
                 return
             done_seen = False
             async for line in resp.aiter_lines():
@@ -311,9 +254,9 @@ class _Client:
                 if data == "[DONE]":
                     done_seen = True
                     break
-                chunk = _stream_message(data)
+                chunk = stream_message(data)
                 if "error" in chunk:
-                    result.error = f"server error: {_body_message(data)}"
+                    result.error = f"server error: {body_message(data)}"
                     return
                 if choices := chunk.get("choices"):
                     now = time.perf_counter()
@@ -322,9 +265,9 @@ class _Client:
                     else:
                         result.success, result.ttft_s = True, now - start
                     last = now
-                    chunks_with_text += bool(_choice_text(choices))
+                    chunks_with_text += bool(choice_text(choices))
                 if usage := chunk.get("usage"):
-                    usage_tokens, prompt_tokens = _usage(usage)
+                    usage_tokens, prompt_tokens = token_counts(usage)
                     result.input_tokens = prompt_tokens or result.input_tokens
         if not result.success:
             result.error = "the stream carried no tokens"

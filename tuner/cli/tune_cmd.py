@@ -243,10 +243,8 @@ def tune_command(
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     _check_overrides(ctx, resume=resume, config=config)
-    fresh = False
     if resume is not None:
         spec = load_run_spec(resume)
-        folder = resume
     elif config is not None:
         spec = load_run_spec(config)
     else:
@@ -267,12 +265,7 @@ def tune_command(
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
             study_name=study, compile_step=compile_step,
         )  # fmt: skip
-    if resume is None:
-        if run_dir is None:
-            # A new, exclusively created folder: two tunes in the same second never share one.
-            folder, fresh = claim_run_dir(out, run_dir_name(spec, datetime.now())), True
-        else:
-            folder = run_dir
+    folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
     overrides = {"trials": trials, "timeout_s": timeout}
     spec = spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     with _progress(spec) as callback:
@@ -281,6 +274,18 @@ def tune_command(
     say(f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
         f"{outcome.wall_s:.1f} s")  # fmt: skip
     _print_outcome(outcome)
+
+
+def _target_folder(
+    spec: RunSpec, *, resume: Path | None, run_dir: Path | None, out: Path
+) -> tuple[Path, bool]:
+    """(run folder, whether this command created it)."""
+    if resume is not None:
+        return resume, False
+    if run_dir is not None:
+        return run_dir, False
+    # A new, exclusively created folder: two tunes in the same second never share one.
+    return claim_run_dir(out, run_dir_name(spec, datetime.now())), True
 
 
 # Flags that may change a run loaded from run.yaml (--config) or a run folder (--resume); every
