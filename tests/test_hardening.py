@@ -442,3 +442,25 @@ def test_measuring_backends_default_gpu_to_the_nvml_device(monkeypatch) -> None:
     assert "no NVIDIA GPU detected" in line and "--gpu" in line
     line = _fails_in_one_line(runner.invoke(app, ["tune", "--model", "llama-3.2-1b"]))
     assert "--gpu is required with --backend sim" in line
+
+
+def test_two_tunes_in_the_same_second_into_one_out_get_two_folders(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from datetime import datetime
+
+    from tuner.cli import tune_cmd
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+            return datetime(2026, 1, 1, 12, 0, 0)
+
+    monkeypatch.setattr(tune_cmd, "datetime", Frozen)
+    out = tmp_path / "out"
+    for _ in range(2):
+        argv = [*TUNE, "--model", "llama-3.2-1b", "--trials", "2", "--out", str(out)]
+        assert runner.invoke(app, argv).exit_code in (0, 3)
+    runs = sorted(p.name for p in out.iterdir())
+    assert len(runs) == 2 and runs[1] == runs[0] + "-2"
+    assert all(len(_rows(out / r / "trials.csv")) == 2 for r in runs)
