@@ -30,7 +30,7 @@ from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
-from tuner.run.tune import TuneOutcome, rebuild, require_recommendation, tune
+from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommendation, tune
 from tuner.search.study import DEFAULT_SAMPLER
 from tuner.search.trials import ATTR_METRICS
 from tuner.specs import SLA, Workload
@@ -279,10 +279,12 @@ def tune_command(
 def _target_folder(
     spec: RunSpec, *, resume: Path | None, run_dir: Path | None, out: Path
 ) -> tuple[Path, bool]:
-    """(run folder, whether this command created it)."""
+    """(run folder, whether this command created it); a --run-dir holding another run is
+    refused here, before any progress line is printed."""
     if resume is not None:
         return resume, False
     if run_dir is not None:
+        check_run_dir(spec, run_dir)
         return run_dir, False
     # A new, exclusively created folder: two tunes in the same second never share one.
     return claim_run_dir(out, run_dir_name(spec, datetime.now())), True
