@@ -15,7 +15,6 @@ over), and every request's `usage.completion_tokens` is checked against what was
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,14 @@ import httpx
 
 from tuner.bench.arrivals import ArrivalPlan, plan_workload
 from tuner.bench.lengths import workload_length_pairs
+from tuner.bench.messages import (
+    body_message,
+    check_url,
+    choice_text,
+    is_text,
+    stream_message,
+    token_counts,
+)
 from tuner.bench.prompts import PlannedRequest, corpus_words, plan_requests
 from tuner.bench.stats import RequestResult, aggregate_steady
 from tuner.errors import BackendError
@@ -39,13 +46,13 @@ __all__ = [
     "run_workload",
     "arun_workload",
     "check_endpoint",
+    "check_url",
 ]
 
 Api = Literal["completions", "chat"]
 ProgressFn = Callable[[int, int], None]  # (finished requests, total requests)
 
 _PATHS: dict[Api, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-_ERROR_BODY_CHARS = 200  # enough of an error body to name the problem on one line
 _CONNECT_TIMEOUT_S = 10.0
 _PREFLIGHT_TIMEOUT_S = 30.0
 
@@ -83,17 +90,6 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _body_message(body: str) -> str:
-    """The `message` of an OpenAI error body, else the body's start, on one line."""
-    try:
-        data = json.loads(body)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", body) if isinstance(err, dict) else str(err)
-    except (json.JSONDecodeError, AttributeError):
-        msg = body
-    return " ".join(str(msg).split())[:_ERROR_BODY_CHARS]
-
-
 class _Client:
     """One benchmark's HTTP session and what it learned about the server."""
 
@@ -126,9 +122,11 @@ class _Client:
         served: list[str] = []
         if resp.status_code == 200:
             try:
-                served = [m["id"] for m in resp.json().get("data", [])]
-            except (ValueError, KeyError, TypeError, AttributeError):
-                served = []
+                listed = resp.json().get("data", [])
+            except (ValueError, AttributeError):
+                listed = []
+            if isinstance(listed, list):
+                served = [m["id"] for m in listed if isinstance(m, dict) and is_text(m.get("id"))]
         if not served and not self.model:
             raise BackendError(
                 f"{url} is not an OpenAI-compatible server (GET /v1/models: HTTP "
@@ -151,7 +149,9 @@ class _Client:
             return None
         if not isinstance(tokens, list) or len(tokens) < min_tokens:
             return None
-        return [int(t) for t in tokens]
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            return None  # not token ids: fall back to text prompts
+        return tokens
 
     def payload(self, req: PlannedRequest) -> dict[str, Any]:
         """The JSON body of one streamed request."""
@@ -172,11 +172,12 @@ class _Client:
             body["min_tokens"] = req.output_tokens
         return body
 
-    async def send(self, req: PlannedRequest) -> RequestResult:
-        """Stream one request; never raises (a failure is a result with its reason)."""
+    async def send(self, req: PlannedRequest, t0: float | None = None) -> RequestResult:
+        """Stream one request (sent `start_s` after `t0`); a failure is a result, not raised."""
         result = RequestResult(
             input_tokens=req.input_tokens, requested_output_tokens=req.output_tokens
         )
+        result.start_s = time.perf_counter() - t0 if t0 is not None else 0.0
         try:
             await asyncio.wait_for(self._stream(req, result), self.options.timeout_s)
         except asyncio.TimeoutError:
@@ -189,21 +190,24 @@ class _Client:
         path = _PATHS[self.endpoint.api]
         chunks_with_text = 0
         usage_tokens: int | None = None
+        prompt_tokens: int | None = None
         start = last = time.perf_counter()
         async with self.http.stream("POST", path, json=self.payload(req)) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread()).decode(errors="replace")
-                result.error = f"HTTP {resp.status_code}: {_body_message(body)}"
+                result.error = f"HTTP {resp.status_code}: {body_message(body)}"
                 return
+            done_seen = False
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
                     continue  # blank separators, SSE comments and event names
                 data = line.removeprefix("data:").strip()
                 if data == "[DONE]":
+                    done_seen = True
                     break
-                chunk = json.loads(data)
+                chunk = stream_message(data)
                 if "error" in chunk:
-                    result.error = f"server error: {_body_message(data)}"
+                    result.error = f"server error: {body_message(data)}"
                     return
                 if choices := chunk.get("choices"):
                     now = time.perf_counter()
@@ -212,14 +216,17 @@ class _Client:
                     else:
                         result.success, result.ttft_s = True, now - start
                     last = now
-                    choice = choices[0]
-                    text = choice.get("text") or (choice.get("delta") or {}).get("content")
-                    chunks_with_text += bool(text)
+                    chunks_with_text += bool(choice_text(choices))
                 if usage := chunk.get("usage"):
-                    usage_tokens = usage.get("completion_tokens")
-                    result.input_tokens = usage.get("prompt_tokens") or result.input_tokens
+                    usage_tokens, prompt_tokens = token_counts(usage)
+                    result.input_tokens = prompt_tokens or result.input_tokens
         if not result.success:
             result.error = "the stream carried no tokens"
+            return
+        if not done_seen:
+            # The connection ended cleanly mid-answer: a cut stream is not a served request.
+            result.success = False
+            result.error = f"stream ended without [DONE] after {chunks_with_text} token chunks"
             return
         result.e2e_s = last - start
         if usage_tokens is None:
@@ -253,14 +260,6 @@ def _rejects_params(result: RequestResult) -> bool:
     return (result.error or "").startswith(("HTTP 400", "HTTP 422"))
 
 
-async def _timed(client: _Client, req: PlannedRequest, t0: float) -> RequestResult:
-    """Send one request; its result records when it was sent (s since `t0`)."""
-    start = time.perf_counter() - t0
-    result = await client.send(req)
-    result.start_s = start
-    return result
-
-
 async def _open_loop(
     client: _Client, reqs: list[PlannedRequest], plan: ArrivalPlan, done: Callable
 ) -> list[RequestResult]:
@@ -269,7 +268,7 @@ async def _open_loop(
     tasks = []
     for req, at in zip(reqs, plan.arrival_s.tolist(), strict=True):
         await asyncio.sleep(max(0.0, at - (time.perf_counter() - t0)))
-        tasks.append(asyncio.create_task(done(_timed(client, req, t0))))
+        tasks.append(asyncio.create_task(done(client.send(req, t0))))
     return list(await asyncio.gather(*tasks))
 
 
@@ -283,9 +282,9 @@ async def _closed_loop(
 
     async def user(u: int) -> None:
         await asyncio.sleep(max(0.0, starts_s[u] - (time.perf_counter() - t0)))
-        results[u] = await done(_timed(client, reqs[u], t0))
+        results[u] = await done(client.send(reqs[u], t0))
         for i in queue:
-            results[i] = await done(_timed(client, reqs[i], t0))
+            results[i] = await done(client.send(reqs[i], t0))
 
     await asyncio.gather(*(user(u) for u in range(len(starts_s))))
     return [r for r in results if r is not None]
@@ -312,16 +311,17 @@ async def arun_workload(
     client = _Client(endpoint, options, max_connections=plan.users + plan.count)
     try:
         await client.resolve_model()
-        max_isl = int(plan.input_tokens.max()) if plan.count else workload.input_tokens
-        pool = None
-        if endpoint.api == "completions":
-            pool = await client.token_pool(max_isl, workload.seed)
+        max_isl = int(plan.input_tokens.max())
+        pool = (
+            await client.token_pool(max_isl, workload.seed)
+            if endpoint.api == "completions"
+            else None
+        )
         reqs = plan_requests(workload, plan, pool)
         # Probes at the mean lengths (no spread, no lengths file), content of another seed.
-        mean = workload.model_copy(update={"length_spread": 0.0})
-        probe_plan = plan_workload(mean, None, count=options.probe_requests)
-        probes = plan_requests(workload, probe_plan, pool, seed_offset=1)
-        probe_e2e_s = await client.probe(probes)
+        mean = plan_workload(workload.model_copy(update={"length_spread": 0.0}), None,
+                             count=options.probe_requests)  # fmt: skip
+        probe_e2e_s = await client.probe(plan_requests(workload, mean, pool, seed_offset=1))
         finished = 0
 
         async def done(coro: Any) -> RequestResult:
