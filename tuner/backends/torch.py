@@ -12,6 +12,7 @@ from typing import Any
 from tuner.bench.stats import aggregate
 from tuner.errors import TunerError
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
+from tuner.validity import invalid_reason
 
 __all__ = ["TorchBackend"]
 
@@ -74,6 +75,8 @@ class TorchBackend:
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
+        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
+            return Metrics.infeasible(reason, self.name)
         try:
             return self._evaluate(config, ctx)
         except (

@@ -68,7 +68,8 @@ class Knob:
     def describe(self) -> str:
         """One-line help with the allowed values, unit and default, for --help and docs."""
         choices = self.choices
-        allowed = f" [{', '.join(str(c) for c in choices)}]" if choices and self.kind is not bool else ""
+        listed = choices and self.kind is not bool
+        allowed = f": {', '.join(str(c) for c in choices or ())}" if listed else ""
         unit = f" ({self.unit})" if self.unit else ""
         return f"{self.help}{unit}{allowed}"
 
