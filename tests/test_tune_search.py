@@ -31,8 +31,8 @@ SPACE = SearchSpace(
 
 def _run(sampler: str, trials: int, ctx: Context) -> tuple[list[TrialRecord], FakeBackend]:
     backend = FakeBackend()
-    study = search.create_study(None, "t", ctx.sla, search.make_sampler(sampler, seed=1,
-                                                                        space=SPACE, ctx=ctx))  # fmt: skip
+    sampler = search.make_sampler(sampler, seed=1, space=SPACE, ctx=ctx)
+    study = search.create_study(None, "t", ctx.sla, sampler)
     search.optimize(study, search.Evaluator(backend, ctx, SPACE), trials=trials)
     return search.records(study), backend
 
@@ -61,8 +61,8 @@ def test_conditional_sampling_spends_every_trial_on_a_runnable_variant() -> None
 def test_cross_knob_rules_still_prune_with_the_rule_message() -> None:
     space = SPACE.model_copy(update={"max_num_batched_tokens": [64], "max_num_seqs": [256]})
     backend, ctx = FakeBackend(), _ctx()
-    study = search.create_study(None, "p", ctx.sla, search.make_sampler("random", seed=0,
-                                                                        space=space, ctx=ctx))  # fmt: skip
+    sampler = search.make_sampler("random", seed=0, space=space, ctx=ctx)
+    study = search.create_study(None, "p", ctx.sla, sampler)
     search.optimize(study, search.Evaluator(backend, ctx, space), trials=3)
     records = search.records(study)
     assert {r.state for r in records} == {"pruned"}
@@ -91,8 +91,8 @@ def test_duplicates_are_evaluated_once_and_point_to_the_first() -> None:
 def test_constraints_mark_sla_misses_and_oom_as_infeasible() -> None:
     backend = FakeBackend()
     ctx = _ctx()
-    study = search.create_study(None, "c", ctx.sla, search.make_sampler("random", seed=3,
-                                                                        space=SPACE, ctx=ctx))  # fmt: skip
+    sampler = search.make_sampler("random", seed=3, space=SPACE, ctx=ctx)
+    study = search.create_study(None, "c", ctx.sla, sampler)
     search.optimize(study, search.Evaluator(backend, ctx, SPACE), trials=40)
     for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
         rec = search.record_from_frozen(t)

@@ -138,7 +138,7 @@ def allowed_values(name: str, values: Iterable[Any], ctx: Context) -> tuple[list
     dropped: list[str] = []
     for value in values:
         typed = kind(value) if isinstance(kind, type) and issubclass(kind, Enum) else value
-        probe = EngineConfig.model_construct(**{name: typed})
+        probe = EngineConfig.model_construct(None, **{name: typed})
         reason = next((r for r in (rule.check(probe, ctx) for rule in rules) if r), None)
         if reason:
             dropped.append(reason)

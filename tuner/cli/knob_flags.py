@@ -6,50 +6,20 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from enum import Enum
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
-from tuner.errors import InputError
 from tuner.knobs import Knob, registered, searched
 
-__all__ = ["FLAGS_PARAM", "knob_options", "parse_knob_value", "parse_knob_values", "with_flags"]
+__all__ = ["FLAGS_PARAM", "knob_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 FLAGS_PARAM = "knob_flags"  # the keyword the decorated command receives: {knob name: text}
-_TRUE = {"true", "on", "yes", "1"}
-_FALSE = {"false", "off", "no", "0"}
 
 
 def _param(knob: Knob) -> str:
     return "knob__" + knob.name
-
-
-def parse_knob_value(knob: Knob, text: str) -> Any:
-    """One flag value as the knob's type; InputError naming the flag and what is allowed."""
-    choices = knob.choices
-    if isinstance(knob.kind, type) and issubclass(knob.kind, Enum):
-        if text not in choices:  # type: ignore[operator]
-            raise InputError(f"{knob.flag} {text!r} is not one of: {', '.join(choices or ())}")
-        return knob.kind(text)
-    if knob.kind is bool:
-        if text.lower() not in _TRUE | _FALSE:
-            raise InputError(f"{knob.flag} {text!r} is not one of: on, off")
-        return text.lower() in _TRUE
-    if knob.optional and text.lower() in ("none", "null"):
-        return None
-    if knob.kind in (int, float):
-        try:
-            return knob.kind(text)
-        except ValueError:
-            raise InputError(f"{knob.flag} {text!r} is not a number") from None
-    return text
-
-
-def parse_knob_values(knob: Knob, text: str) -> list[Any]:
-    """A comma-separated flag value as a list of the knob's values."""
-    return [parse_knob_value(knob, part.strip()) for part in text.split(",") if part.strip()]
 
 
 def _help(knob: Knob, mode: Literal["value", "choices"]) -> str:
@@ -85,10 +55,3 @@ def knob_options(mode: Literal["value", "choices"]) -> Callable[[F], F]:
         return command  # type: ignore[return-value]
 
     return decorate
-
-
-def with_flags(message: str) -> str:
-    """A rule message with knob names spelled as their CLI flags (for pydantic field errors)."""
-    for knob in registered():
-        message = message.replace(knob.name, knob.flag)
-    return message

@@ -13,7 +13,7 @@ from rich.table import Table
 from tuner import catalog, knobs
 from tuner.backends import BACKENDS, get_backend
 from tuner.cli.app import app, console, guarded
-from tuner.cli.knob_flags import knob_options, parse_knob_value
+from tuner.cli.knob_flags import knob_options
 from tuner.errors import InputError
 from tuner.perf.predict import NGRAM
 from tuner.specs import Context, EngineConfig, Metrics, Workload
@@ -23,7 +23,9 @@ __all__ = ["build_request", "predict"]
 
 
 def _check_cross_fields(
-    knob_values: dict[str, Any], acceptance: float | None, rate: float | None,
+    knob_values: dict[str, Any],
+    acceptance: float | None,
+    rate: float | None,
     concurrency: int | None,
 ) -> None:
     """Cross-flag errors, each naming both flags (vLLM config style)."""
@@ -83,7 +85,10 @@ def build_request(
     """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise,
     including every rule of tuner.validity (the same rules `tune` samples within)."""
     given = {k: v for k, v in (knob_flags or {}).items() if v is not None}
-    values = {k: parse_knob_value(knobs.get(k), text) for k, text in given.items()}
+    try:
+        values = {k: knobs.get(k).parse(text) for k, text in given.items()}
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
     _check_cross_fields(values, acceptance, rate, concurrency)
     try:
         config = EngineConfig(**values)
@@ -197,7 +202,11 @@ def predict(
         typer.echo(json.dumps(doc))
         return
     # A measuring backend ran on a real device, which need not be the GPU profile named.
-    where = f"{config.tensor_parallel_size}x {ctx.gpu.name}" if backend == "sim" else str(metrics.extra.get("device", "?"))
+    where = (
+        f"{config.tensor_parallel_size}x {ctx.gpu.name}"
+        if backend == "sim"
+        else str(metrics.extra.get("device", "?"))
+    )
     verb = "predicted" if backend == "sim" else "measured"
     title = escape(
         f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import optuna
 import typer
 from optuna.trial import FrozenTrial
-from pydantic import ValidationError
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -21,108 +20,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tuner import catalog
 from tuner.cli.app import app, console, guarded
+from tuner.cli.knob_flags import knob_options
 from tuner.errors import InputError
 from tuner.run.folder import write_exports
-from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
+from tuner.run.spec import DEFAULT_TRIALS, build_run_spec, load_run_spec, run_dir_name
 from tuner.run.tune import TuneOutcome, rebuild, require_recommendation, tune
-from tuner.search.study import DEFAULT_SAMPLER
 from tuner.search.trials import ATTR_METRICS
-from tuner.specs import SLA, Workload
+from tuner.specs import DEFAULT_SAMPLER, SLA
 
-__all__ = ["build_run_spec", "export", "report", "tune_command"]
-
-# Closed-loop users of the default tuning workload: a moderately busy replica. Tune with
-# --concurrency / --rate (or --workload FILE) to match real traffic.
-DEFAULT_TUNE_CONCURRENCY = 32
-
-
-def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | None) -> SLA:
-    base = catalog.load_sla(preset)
-    if ttft_ms is None and tpot_ms is None and pct is None:
-        return base
-    update: dict[str, Any] = {"name": f"{base.name}-custom", "description": "custom bounds"}
-    if ttft_ms is not None:
-        update["ttft_ms"] = ttft_ms
-    if tpot_ms is not None:
-        update["tpot_ms"] = tpot_ms
-    if pct is not None:
-        update["percentile"] = pct
-    try:
-        return SLA.model_validate({**base.model_dump(), **update})
-    except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "SLA flags", SLA)) from exc
-
-
-def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
-    given = {k: v for k, v in fields.items() if v is not None}
-    base: dict[str, Any] = {}
-    if file is not None:
-        base = catalog.load_yaml_model(file, Workload).model_dump()
-    elif "rate_rps" not in given:
-        base = {"concurrency": DEFAULT_TUNE_CONCURRENCY}
-    if "rate_rps" in given:
-        base.pop("concurrency", None)
-    try:
-        return Workload.model_validate({**base, **given})
-    except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "workload flags", Workload)) from exc
-
-
-def build_run_spec(
-    *,
-    model: str,
-    gpu: str,
-    sla: str = "chat",
-    ttft_ms: float | None = None,
-    tpot_ms: float | None = None,
-    percentile: int | None = None,
-    space: str = "default",
-    num_gpus: int = 8,
-    workload_file: Path | None = None,
-    workload_fields: dict[str, Any] | None = None,
-    backend: str = "sim",
-    model_path: str | None = None,
-    model_source: str | None = None,
-    sampler: str = DEFAULT_SAMPLER,
-    trials: int = DEFAULT_TRIALS,
-    timeout_s: float | None = None,
-    seed: int = 0,
-    storage: str | None = None,
-    study_name: str = "tuner",
-    compile_step: bool = False,
-) -> RunSpec:
-    """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
-    model_spec = catalog.load_model(model)
-    search_space = catalog.load_search_space(space)
-    options: dict[str, Any] = {"model_path": model_path} if model_path else {}
-    if compile_step:
-        if backend != "torch":
-            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
-        options["compile"] = True
-    data = {
-        "model": model_spec,
-        "gpu": catalog.load_gpu(gpu),
-        "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
-        "workload": _workload(workload_file, workload_fields or {}),
-        "space": search_space,
-        "num_gpus": num_gpus,
-        "drafts": resolve_drafts(search_space),
-        "model_source": model_source or model_path or model_spec.hf_id or model,
-        "backend": backend,
-        "backend_options": options,
-        "sampler": sampler,
-        "trials": trials,
-        "timeout_s": timeout_s,
-        "seed": seed,
-        "storage": storage,
-        "study_name": study_name,
-    }
-    try:
-        return RunSpec.model_validate(data).check()
-    except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "tune flags", RunSpec)) from exc
+__all__ = ["export", "report", "tune_command"]
 
 
 class _ProgressCallback:
@@ -181,6 +88,7 @@ def _print_outcome(outcome: TuneOutcome) -> None:
 
 @app.command("tune")
 @guarded
+@knob_options("choices")
 def tune_command(
     model: Annotated[
         str | None, typer.Option(help="Model name, YAML card or HF config.json")
@@ -223,6 +131,7 @@ def tune_command(
         None
     ),
     resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
+    knob_flags: dict[str, str | None] | None = None,
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -245,7 +154,7 @@ def tune_command(
                              "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
-            study_name=study, compile_step=compile_step,
+            study_name=study, compile_step=compile_step, knob_flags=knob_flags,
         )  # fmt: skip
         folder = run_dir or out / run_dir_name(spec, datetime.now())
     if trials is not None and (resume is not None or config is not None):

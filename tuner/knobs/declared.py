@@ -34,24 +34,121 @@ class KVDtype(str, Enum):
     int8 = "int8"
 
 
-register(Knob("quantization", Quantization, Quantization.bf16, "Weight quantization",
-              "--quant", "quant"))  # fmt: skip
+register(
+    Knob("quantization", Quantization, Quantization.bf16, "Weight quantization", "--quant", "quant")
+)
 register(Knob("kv_dtype", KVDtype, KVDtype.auto, "KV-cache dtype", "--kv-dtype", "kv"))
-register(Knob("tensor_parallel_size", int, 1, "Tensor-parallel size", "--tp", "tp",
-              unit="GPUs", ge=1, space_default=(1,), power_of_two=True))  # fmt: skip
-register(Knob("max_num_seqs", int, 256, "Max concurrent sequences", "--max-num-seqs",
-              "max seqs", ge=1, ranged=True))  # fmt: skip
-register(Knob("max_num_batched_tokens", int, 8192, "Token budget per step",
-              "--max-batched-tokens", "batched tok", unit="tokens", ge=16, ranged=True))  # fmt: skip
-register(Knob("draft_model", str, None, "Draft model: catalog name, path or ngram",
-              "--draft-model", "draft", optional=True, space_default=(None,)))  # fmt: skip
-register(Knob("num_speculative_tokens", int, 0, "Speculative tokens per step", "--spec-tokens",
-              "spec", ge=0, le=8, space_default=(0,), ranged=True, needs="draft_model"))  # fmt: skip
-register(Knob("enable_prefix_caching", bool, True, "Prefix caching", "--prefix-caching",
-              "prefix", space_default=(True,)))  # fmt: skip
-register(Knob("enable_chunked_prefill", bool, True, "Chunked prefill", "--chunked-prefill",
-              "chunked", searched=False))  # fmt: skip
-register(Knob("gpu_memory_utilization", float, 0.9, "Fraction of GPU memory the engine may use",
-              "--gpu-memory-utilization", "mem util", gt=0.0, le=1.0, searched=False))  # fmt: skip
-register(Knob("block_size", int, 16, "KV-cache block size", "--block-size", "block",
-              unit="tokens", ge=1, searched=False))  # fmt: skip
+register(
+    Knob(
+        "tensor_parallel_size",
+        int,
+        1,
+        "Tensor-parallel size",
+        "--tp",
+        "tp",
+        unit="GPUs",
+        ge=1,
+        space_default=(1,),
+        power_of_two=True,
+    )
+)
+register(
+    Knob(
+        "max_num_seqs",
+        int,
+        256,
+        "Max concurrent sequences",
+        "--max-num-seqs",
+        "max seqs",
+        ge=1,
+        ranged=True,
+    )
+)
+register(
+    Knob(
+        "max_num_batched_tokens",
+        int,
+        8192,
+        "Token budget per step",
+        "--max-batched-tokens",
+        "batched tok",
+        unit="tokens",
+        ge=16,
+        ranged=True,
+    )
+)
+register(
+    Knob(
+        "draft_model",
+        str,
+        None,
+        "Draft model: catalog name, path or ngram",
+        "--draft-model",
+        "draft",
+        optional=True,
+        space_default=(None,),
+    )
+)
+register(
+    Knob(
+        "num_speculative_tokens",
+        int,
+        0,
+        "Speculative tokens per step",
+        "--spec-tokens",
+        "spec",
+        ge=0,
+        le=8,
+        space_default=(0,),
+        ranged=True,
+        needs="draft_model",
+    )
+)
+register(
+    Knob(
+        "enable_prefix_caching",
+        bool,
+        True,
+        "Prefix caching",
+        "--prefix-caching",
+        "prefix",
+        space_default=(True,),
+    )
+)
+register(
+    Knob(
+        "enable_chunked_prefill",
+        bool,
+        True,
+        "Chunked prefill",
+        "--chunked-prefill",
+        "chunked",
+        searched=False,
+    )
+)
+register(
+    Knob(
+        "gpu_memory_utilization",
+        float,
+        0.9,
+        "Fraction of GPU memory the engine may use",
+        "--gpu-memory-utilization",
+        "mem util",
+        gt=0.0,
+        le=1.0,
+        searched=False,
+    )
+)
+register(
+    Knob(
+        "block_size",
+        int,
+        16,
+        "KV-cache block size",
+        "--block-size",
+        "block",
+        unit="tokens",
+        ge=1,
+        searched=False,
+    )
+)

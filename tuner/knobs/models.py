@@ -73,7 +73,9 @@ def _value_type(knob: Knob) -> Any:
 
 
 def _engine_field(knob: Knob) -> tuple[Any, Any]:
-    bounds = {k: v for k, v in (("ge", knob.ge), ("gt", knob.gt), ("le", knob.le)) if v is not None}
+    bounds: dict[str, Any] = {
+        k: v for k, v in (("ge", knob.ge), ("gt", knob.gt), ("le", knob.le)) if v is not None
+    }
     return _value_type(knob), Field(default=knob.default, description=knob.describe(), **bounds)
 
 
@@ -93,7 +95,7 @@ def _bounds(knob: Knob, spec: Any) -> tuple[Any, Any] | None:
 
 
 class SearchSpaceBase(Strict):
-    """Knobs a search may vary; each a list of choices or an int range (fields from the registry)."""
+    """Knobs a search may vary, each a list of choices or an int range (fields: the registry)."""
 
     name: str = "custom"
     description: str = ""

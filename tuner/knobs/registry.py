@@ -65,6 +65,31 @@ class Knob:
         """The JSON value of `value` (enum members become their string)."""
         return value.value if isinstance(value, Enum) else value
 
+    def parse(self, text: str) -> Any:
+        """One command-line value as this knob's type; ValueError naming the flag and the
+        allowed values otherwise."""
+        choices = self.choices
+        if isinstance(self.kind, type) and issubclass(self.kind, Enum):
+            if text not in (choices or ()):
+                raise ValueError(f"{self.flag} {text!r} is not one of: {', '.join(choices or ())}")
+            return self.kind(text)
+        if self.kind is bool:
+            if text.lower() not in _TRUE | _FALSE:
+                raise ValueError(f"{self.flag} {text!r} is not one of: on, off")
+            return text.lower() in _TRUE
+        if self.optional and text.lower() in ("none", "null"):
+            return None
+        if self.kind in (int, float):
+            try:
+                return self.kind(text)
+            except ValueError:
+                raise ValueError(f"{self.flag} {text!r} is not a number") from None
+        return text
+
+    def parse_list(self, text: str) -> list[Any]:
+        """A comma-separated command-line value as a list of this knob's values."""
+        return [self.parse(part.strip()) for part in text.split(",") if part.strip()]
+
     def describe(self) -> str:
         """One-line help with the allowed values, unit and default, for --help and docs."""
         choices = self.choices
@@ -75,6 +100,8 @@ class Knob:
 
 
 _REGISTRY: dict[str, Knob] = {}
+_TRUE = frozenset({"true", "on", "yes", "1"})
+_FALSE = frozenset({"false", "off", "no", "0"})
 
 
 def register(knob: Knob) -> Knob:

@@ -11,6 +11,7 @@ from tuner.perf.scheduler import SchedulerLimits, make_requests, simulate
 from tuner.perf.speculative import Speculation
 from tuner.perf.summary import summarize
 from tuner.specs import Context, EngineConfig, Metrics, Quantization, Workload
+from tuner.validity import invalid_reason
 
 __all__ = ["NGRAM", "predict_metrics", "speculation_for"]
 
@@ -37,16 +38,6 @@ def speculation_for(
     return Speculation(config.num_speculative_tokens, acceptance, draft)
 
 
-def _checks(config: EngineConfig, ctx: Context) -> str | None:
-    tp = config.tensor_parallel_size
-    if tp > ctx.num_gpus:
-        return f"tensor_parallel_size={tp} needs {tp} GPUs but only num_gpus={ctx.num_gpus}"
-    heads = ctx.model.num_attention_heads
-    if heads % tp:
-        return f"tensor_parallel_size={tp} does not divide {ctx.model.name}'s {heads} heads"
-    return None
-
-
 def predict_metrics(
     config: EngineConfig,
     ctx: Context,
@@ -55,7 +46,7 @@ def predict_metrics(
 ) -> Metrics:
     """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why."""
     wl = workload or ctx.workload
-    reason = _checks(config, ctx)
+    reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:
         return Metrics.infeasible(reason, BACKEND)
     draft = ctx.draft if config.num_speculative_tokens and config.draft_model != NGRAM else None

@@ -54,7 +54,9 @@ def storage_url(spec: RunSpec, run_dir: Path) -> str:
 def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
     """Create or join the run's study (same name, same objectives)."""
     storage = search.make_storage(storage_url(spec, run_dir))
-    sampler = search.make_sampler(spec.sampler, seed=spec.seed, space=spec.space, ctx=spec.context())
+    sampler = search.make_sampler(
+        spec.sampler, seed=spec.seed, space=spec.space, ctx=spec.context()
+    )
     if not create:
         try:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)

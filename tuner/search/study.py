@@ -30,7 +30,16 @@ from tuner.search.trials import (
     TrialRecord,
     record_from_frozen,
 )
-from tuner.specs import Context, EngineConfig, IntRange, Metrics, ModelSpec, SearchSpace
+from tuner.specs import (
+    DEFAULT_SAMPLER,
+    SAMPLERS,
+    Context,
+    EngineConfig,
+    IntRange,
+    Metrics,
+    ModelSpec,
+    SearchSpace,
+)
 from tuner.validity import allowed_values, config_reason, invalid_reason
 
 __all__ = [
@@ -50,12 +59,7 @@ __all__ = [
     "suggest_params",
 ]
 
-# Chosen by benchmarks/search_efficiency.py: % of the true Pareto hypervolume (mean of 5 seeds,
-# 2016-variant enumerable space, llama-3.1-8b / h200-sxm / chat) at 25/50/100/200 trials:
-#   tpe 78.1 / 98.0 / 99.5 / 100.0;  nsga2 63.7 / 78.8 / 91.9 / 99.6;
-#   random 63.7 / 76.3 / 90.1 / 93.4
-DEFAULT_SAMPLER = "tpe"
-SAMPLERS: tuple[str, ...] = ("tpe", "nsga2", "random", "grid")
+# DEFAULT_SAMPLER and SAMPLERS live with the nouns (tuner.specs), where run specs read them.
 # Random trials before TPE models the space: Optuna's default for TPE.
 STARTUP_TRIALS = 10
 # NSGA-II generation size: small enough that 100-trial budgets see several generations.
@@ -95,6 +99,7 @@ def _conditioned(out: dict[str, Any]) -> dict[str, Any]:
         spec = out[knob.name]
         if not knob.needs:
             continue
+        on: IntRange | list[Any] | None
         if isinstance(spec, IntRange):
             low = max(spec.low, int(knob.default) + 1)
             on = spec.model_copy(update={"low": low}) if low <= spec.high else None
@@ -125,7 +130,7 @@ def suggest_params(trial: Trial, space: dict[str, Any]) -> dict[str, Any]:
 
 def config_from_params(params: dict[str, Any]) -> EngineConfig | str:
     """The EngineConfig for sampled knob values, or the reason the combination is invalid."""
-    reason = config_reason(EngineConfig.model_construct(**params))
+    reason = config_reason(EngineConfig.model_construct(None, **params))
     if reason:
         return reason
     # A draft with zero speculative tokens is the plain engine: the same variant as no draft.
