@@ -7,10 +7,11 @@ import numpy as np
 from tuner.perf.costs import step_cost_model
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import GIB, plan_memory
+from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import SchedulerLimits, make_requests, simulate
 from tuner.perf.speculative import Speculation
 from tuner.perf.summary import summarize
-from tuner.specs import Context, EngineConfig, Metrics, Quantization, Workload
+from tuner.specs import Context, EngineConfig, Metrics, Workload
 from tuner.validity import invalid_reason
 
 __all__ = ["NGRAM", "predict_metrics", "speculation_for"]
@@ -34,7 +35,7 @@ def speculation_for(
     acceptance = ctx.workload.acceptance_rate
     if ctx.draft is None:
         raise ValueError(f"draft model {config.draft_model!r} is not resolved in the context")
-    draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=Quantization.bf16)
+    draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=DRAFT_QUANTIZATION)
     return Speculation(config.num_speculative_tokens, acceptance, draft)
 
 
