@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel
 from rich.table import Table
 
-from tuner import catalog
+from tuner import catalog, knobs
 from tuner.cli.app import app, console, guarded
 from tuner.detect import detect_gpus
 from tuner.errors import InputError
@@ -101,28 +101,11 @@ def _knob(v: object) -> str:
 def spaces() -> None:
     """List the search spaces and their knobs."""
     t = Table(title="Search spaces")
-    for col in (
-        "name",
-        "quantization",
-        "kv dtype",
-        "batched tokens",
-        "max seqs",
-        "tp",
-        "spec tokens",
-        "prefix cache",
-    ):
-        t.add_column(col)
+    t.add_column("name", overflow="fold")
+    for knob in knobs.searched():
+        t.add_column(knob.label, overflow="fold")
     for s in catalog.all_search_spaces():
-        t.add_row(
-            s.name,
-            _knob(s.quantization),
-            _knob(s.kv_dtype),
-            _knob(s.max_num_batched_tokens),
-            _knob(s.max_num_seqs),
-            _knob(s.tensor_parallel_size),
-            _knob(s.num_speculative_tokens),
-            _knob(s.enable_prefix_caching),
-        )
+        t.add_row(s.name, *(_knob(getattr(s, knob.name)) for knob in knobs.searched()))
     console.print(t)
 
 

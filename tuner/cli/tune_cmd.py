@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tuner import knobs
 from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
 from tuner.errors import InputError
@@ -49,23 +50,30 @@ class _ProgressCallback:
         self.progress.update(self.task, advance=1, best=best)
 
 
+def _cell(value: object) -> str:
+    """A knob value in the Pareto table (booleans as on/off, None as -)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "-" if value is None else str(value)
+
+
 def _pareto_table(outcome: TuneOutcome) -> Table:
     pct = outcome.spec.sla.percentile
     t = Table(title=f"Pareto set ({len(outcome.result.front)} of {len(outcome.records)} trials)")
-    for col in ("trial", "quant", "kv", "tp", "max seqs", "batched tok", "spec", "prefix",
-                f"TTFT P{pct} ms", f"TPOT P{pct} ms", "tok/s/GPU"):  # fmt: skip
+    shown = knobs.searched()
+    for col in ("trial", *(k.label for k in shown), f"TTFT P{pct} ms", f"TPOT P{pct} ms",
+                "tok/s/GPU"):  # fmt: skip
         t.add_column(col, justify="right")
     by_number = {r.number: r for r in outcome.records}
     for n in outcome.result.front:
         r = by_number[n]
         c, m = r.config, r.metrics
         assert c is not None and m is not None
-        spec = f"{c.draft_model} x{c.num_speculative_tokens}" if c.num_speculative_tokens else "-"
+        values = c.model_dump(mode="json")
         style = "bold black on yellow" if n == outcome.result.recommended else None
         t.add_row(
-            f"{n}{' *' if n == outcome.result.recommended else ''}", c.quantization.value,
-            c.kv_dtype.value, str(c.tensor_parallel_size), str(c.max_num_seqs),
-            str(c.max_num_batched_tokens), spec, "on" if c.enable_prefix_caching else "off",
+            f"{n}{' *' if n == outcome.result.recommended else ''}",
+            *(_cell(values[k.name]) for k in shown),
             f"{m.ttft_ms.at(pct):.1f}", f"{m.tpot_ms.at(pct):.2f}",
             f"{m.output_tokens_per_s_per_gpu:,.0f}", style=style,
         )  # fmt: skip
