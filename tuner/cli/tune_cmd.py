@@ -25,7 +25,13 @@ from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
 from tuner.errors import InputError
 from tuner.run.folder import write_exports
-from tuner.run.spec import DEFAULT_TRIALS, build_run_spec, load_run_spec, run_dir_name
+from tuner.run.spec import (
+    DEFAULT_TRIALS,
+    RunSpec,
+    build_run_spec,
+    load_run_spec,
+    run_dir_name,
+)
 from tuner.run.tune import TuneOutcome, rebuild, require_recommendation, tune
 from tuner.search.trials import ATTR_METRICS
 from tuner.specs import DEFAULT_SAMPLER, SLA
@@ -92,6 +98,20 @@ def _print_outcome(outcome: TuneOutcome) -> None:
     vllm_sh = outcome.run_dir / "exports" / "vllm.sh"
     if vllm_sh.exists():
         console.print("vLLM: " + escape(vllm_sh.read_text().split("exec ", 1)[-1].strip()))
+
+
+def _tune_with_progress(spec: RunSpec, folder: Path, *, resume: bool) -> TuneOutcome:
+    """Run the search under a Rich progress bar showing the best feasible throughput."""
+    columns = (
+        TextColumn("[progress.description]{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TextColumn("best feasible {task.fields[best]} tok/s/GPU"),
+        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(f"tuning {spec.model.name} on {spec.gpu.name}",
+                                 total=spec.trials, best="-")  # fmt: skip
+        callback = _ProgressCallback(progress, task, spec.sla)
+        return tune(spec, folder, resume=resume, callbacks=[callback])
 
 
 @app.command("tune")
@@ -167,16 +187,7 @@ def tune_command(
         folder = run_dir or out / run_dir_name(spec, datetime.now())
     if trials is not None and (resume is not None or config is not None):
         spec = spec.model_copy(update={"trials": trials})
-    columns = (
-        TextColumn("[progress.description]{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TextColumn("best feasible {task.fields[best]} tok/s/GPU"),
-        TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-    )  # fmt: skip
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(f"tuning {spec.model.name} on {spec.gpu.name}",
-                                 total=spec.trials, best="-")  # fmt: skip
-        callback = _ProgressCallback(progress, task, spec.sla)
-        outcome = tune(spec, folder, resume=resume is not None, callbacks=[callback])
+    outcome = _tune_with_progress(spec, folder, resume=resume is not None)
     finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
     console.print(
         f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
