@@ -54,6 +54,8 @@ class EngineConfigBase(Strict):
 
     if TYPE_CHECKING:  # the fields are built at import time from the registry
 
+        def __init__(self, **data: Any) -> None: ...
+
         def __getattr__(self, name: str) -> Any: ...
 
     @model_validator(mode="after")
@@ -101,6 +103,8 @@ class SearchSpaceBase(Strict):
     description: str = ""
 
     if TYPE_CHECKING:
+
+        def __init__(self, **data: Any) -> None: ...
 
         def __getattr__(self, name: str) -> Any: ...
 
