@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
@@ -146,8 +145,3 @@ def build_search_space() -> type[SearchSpaceBase]:
     return create_model(  # type: ignore[call-overload,no-any-return]
         "SearchSpace", __base__=SearchSpaceBase, __module__="tuner.specs", **fields
     )
-
-
-def is_enum(knob: Knob) -> bool:
-    """Whether the knob's values are an Enum's members."""
-    return isinstance(knob.kind, type) and issubclass(knob.kind, Enum)
