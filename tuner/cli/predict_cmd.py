@@ -14,7 +14,9 @@ from tuner import catalog, knobs
 from tuner.backends import BACKENDS, get_backend
 from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
-from tuner.errors import InputError
+from tuner.cli.output import print_note, print_table, say
+from tuner.detect import local_gpu_profile
+from tuner.errors import InputError, echo
 from tuner.perf.predict import NGRAM
 from tuner.specs import Context, EngineConfig, Metrics, Workload
 from tuner.validity import invalid_reason
@@ -158,7 +160,10 @@ def _summary_lines(m: Metrics) -> list[str]:
 @knob_options("value")
 def predict(
     model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
-    gpu: Annotated[str, typer.Option(help="GPU profile name, NVML alias or YAML")],
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
+    ] = None,
     acceptance: Annotated[float | None, typer.Option(help="Per-token acceptance rate")] = None,
     prefix_cache_hit: Annotated[float, typer.Option(help="Cached fraction of prompts")] = 0.0,
     isl: Annotated[int, typer.Option(help="Input tokens per request")] = 1024,
@@ -177,7 +182,10 @@ def predict(
 ) -> None:
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""
     if backend not in BACKENDS:
-        raise InputError(f"--backend {backend!r} is not one of: {', '.join(BACKENDS)}")
+        raise InputError(f"--backend {echo(backend)} is not one of: {', '.join(BACKENDS)}")
+    if gpu is None:
+        gpu, note = local_gpu_profile(backend)
+        print_note(note)
     config, ctx = build_request(
         model=model, gpu=gpu, knob_flags=knob_flags, acceptance=acceptance,
         prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl, concurrency=concurrency, rate=rate,
@@ -212,8 +220,8 @@ def predict(
         f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"
     )
     if not metrics.feasible:
-        console.print(f"{title}: infeasible: {metrics.reason}", highlight=False)
+        console.print(f"{title}: infeasible: {escape(metrics.reason or '')}", highlight=False)
         return
-    console.print(_table(metrics, title))
+    print_table(_table(metrics, title))
     for line in _summary_lines(metrics):
-        console.print(line, highlight=False)
+        say(line)

@@ -118,11 +118,21 @@ class SearchSpaceBase(Strict):
                     if v < 1 or v & (v - 1):
                         raise ValueError(f"{knob.name} {v} must be a power of two >= 1")
             span = _bounds(knob, spec)
-            lo_ok = span is None or knob.ge is None or span[0] >= knob.ge
-            hi_ok = span is None or knob.le is None or span[1] <= knob.le
-            if span is not None and not (lo_ok and hi_ok):
-                allowed = f"{knob.ge if knob.ge is not None else ''}..{knob.le or ''}"
-                raise ValueError(f"{knob.name} must lie in {allowed} (got {span[0]}..{span[1]})")
+            if span is None:
+                continue
+            lo_ok = knob.ge is None or span[0] >= knob.ge
+            hi_ok = knob.le is None or span[1] <= knob.le
+            if knob.ge is not None and knob.le is not None and not (lo_ok and hi_ok):
+                raise ValueError(f"{knob.name} must lie in {knob.ge:g}..{knob.le:g} "
+                                 f"(got {span[0]}..{span[1]})")  # fmt: skip
+            if not lo_ok:  # every value a space can sample must be one EngineConfig accepts
+                raise ValueError(
+                    f"{knob.name} value {span[0]} is not allowed (must be >= {knob.ge:g})"
+                )
+            if not hi_ok:
+                raise ValueError(
+                    f"{knob.name} value {span[1]} is not allowed (must be <= {knob.le:g})"
+                )
         return self
 
 
