@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from tuner.errors import echo
+
 __all__ = [
     "PALETTE",
     "Knob",
@@ -71,11 +73,12 @@ class Knob:
         choices = self.choices
         if isinstance(self.kind, type) and issubclass(self.kind, Enum):
             if text not in (choices or ()):
-                raise ValueError(f"{self.flag} {text!r} is not one of: {', '.join(choices or ())}")
+                allowed = ", ".join(choices or ())
+                raise ValueError(f"{self.flag} {echo(text)} is not one of: {allowed}")
             return self.kind(text)
         if self.kind is bool:
             if text.lower() not in _TRUE | _FALSE:
-                raise ValueError(f"{self.flag} {text!r} is not one of: on, off")
+                raise ValueError(f"{self.flag} {echo(text)} is not one of: on, off")
             return text.lower() in _TRUE
         if self.optional and text.lower() in ("none", "null"):
             return None
@@ -83,7 +86,7 @@ class Knob:
             try:
                 return self.kind(text)
             except ValueError:
-                raise ValueError(f"{self.flag} {text!r} is not a number") from None
+                raise ValueError(f"{self.flag} {echo(text)} is not a number") from None
         return text
 
     def parse_list(self, text: str) -> list[Any]:
