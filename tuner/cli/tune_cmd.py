@@ -165,14 +165,10 @@ def tune_command(
     elif config is not None:
         spec = load_run_spec(config)
     else:
-        if model is None:
-            raise InputError("--model is required (or --config run.yaml / --resume DIR)")
-        if gpu is None:
-            gpu, note = local_gpu_profile(backend)
-            print_note(note)
         spec = build_run_spec(
-            model=model, gpu=gpu, sla=sla, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-            percentile=percentile, space=space, num_gpus=num_gpus, workload_file=workload,
+            model=_required_model(model), gpu=gpu or _local_gpu(backend), sla=sla,
+            ttft_ms=ttft_ms, tpot_ms=tpot_ms, percentile=percentile, space=space,
+            num_gpus=num_gpus, workload_file=workload,
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
@@ -191,6 +187,20 @@ def tune_command(
     say(f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
         f"{outcome.wall_s:.1f} s")  # fmt: skip
     _print_outcome(outcome)
+
+
+def _required_model(model: str | None) -> str:
+    """--model, which a new run needs."""
+    if model is None:
+        raise InputError("--model is required (or --config run.yaml / --resume DIR)")
+    return model
+
+
+def _local_gpu(backend: str) -> str:
+    """The profile of this machine's GPU (torch/vllm measure here), with a note saying so."""
+    gpu, note = local_gpu_profile(backend)
+    print_note(note)
+    return gpu
 
 
 def _target_folder(
