@@ -31,10 +31,10 @@ import optuna
 
 from tuner import catalog
 from tuner.backends import get_backend
-from tuner.cli.tune_cmd import DEFAULT_TUNE_CONCURRENCY
+from tuner.run.spec import DEFAULT_TUNE_CONCURRENCY
 from tuner.search import study as search
 from tuner.search.pareto import analyze, hypervolume_history, to_minimization
-from tuner.search.trials import TrialRecord
+from tuner.search.trials import KNOBS, TrialRecord
 from tuner.specs import Context, EngineConfig, Metrics, SearchSpace, Workload
 from tuner.validity import invalid_reason
 
@@ -80,7 +80,7 @@ def _context() -> Context:
 def enumerate_space(space: SearchSpace, ctx: Context, backend: MemoBackend) -> list[TrialRecord]:
     """Every valid variant of the space, evaluated."""
     records = []
-    knobs = list(search.KNOBS)
+    knobs = list(KNOBS)
     for values in itertools.product(*(search.grid_values(getattr(space, k)) for k in knobs)):
         cfg = search.config_from_params(dict(zip(knobs, values, strict=True)))
         if isinstance(cfg, str) or invalid_reason(cfg, ctx) or cfg.key() in backend.memo:
@@ -94,8 +94,8 @@ def enumerate_space(space: SearchSpace, ctx: Context, backend: MemoBackend) -> l
 def study_history(sampler: str, seed: int, ctx: Context, backend: MemoBackend,
                   reference: list[float]) -> list[float]:  # fmt: skip
     """Hypervolume after each trial of one seeded study of max(BUDGETS) trials."""
-    study = search.create_study(None, f"{sampler}-{seed}", ctx.sla,
-                                search.make_sampler(sampler, seed=seed, space=SPACE))  # fmt: skip
+    optuna_sampler = search.make_sampler(sampler, seed=seed, space=SPACE, ctx=ctx)
+    study = search.create_study(None, f"{sampler}-{seed}", ctx.sla, optuna_sampler)
     search.optimize(study, search.Evaluator(backend, ctx, SPACE), trials=max(BUDGETS))
     records = search.records(study)
     res = analyze(records, ctx.sla, reference=reference)

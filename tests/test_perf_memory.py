@@ -81,7 +81,7 @@ def test_weight_bytes_match_parameter_count_and_include_group_scales() -> None:
 def test_kv_bytes_per_token_shards_and_replicates_kv_heads() -> None:
     m = catalog.load_model("llama-3.1-8b")  # 32 layers, 8 KV heads, head_dim 128
     assert kv_bytes_per_token(m, KVDtype.auto, 1) == 2 * 32 * 8 * 128 * 2  # 128 KiB
-    assert kv_bytes_per_token(m, KVDtype.fp8, 1) == 2 * 32 * 8 * 128 * 1
+    assert kv_bytes_per_token(m, KVDtype.fp8, 1) == 2 * 32 * 8 * (128 * 1 + 4)  # + fp32 scale
     assert kv_bytes_per_token(m, KVDtype.auto, 4) == 2 * 32 * 2 * 128 * 2
     # 8 KV heads over 16 shards: each shard keeps one replicated head.
     assert kv_heads_per_gpu(m, 16) == 1

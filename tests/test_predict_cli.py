@@ -77,7 +77,13 @@ def test_table_output_shows_latencies_and_throughput() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--spec-tokens", "3"], "--spec-tokens 3 needs --draft-model"),
+        (["--spec-tokens", "3"], "num_speculative_tokens=3 needs a draft_model"),
+        (
+            ["--max-batched-tokens", "64", "--max-num-seqs", "256"],
+            "max_num_batched_tokens=64 < max_num_seqs=256",
+        ),
+        (["--gpu", "a100-80gb-sxm", "--quant", "fp8"], "fp8 weights need FP8 tensor cores"),
+        (["--prefix-caching", "maybe"], "--prefix-caching 'maybe' is not one of: on, off"),
         (["--draft-model", "llama-3.2-1b"], "needs --spec-tokens"),
         (["--rate", "2", "--concurrency", "4"], "--rate 2 and --concurrency 4 are exclusive"),
         (["--quant", "int3"], "bf16, fp16, fp8, int8, int8-wo, int4-awq, int4-gptq"),

@@ -61,7 +61,7 @@ def test_tp_beyond_available_gpus_and_unknown_draft_are_infeasible_not_raised() 
     sim = get_backend("sim")
     ctx = _ctx().model_copy(update={"num_gpus": 2})
     m = sim.evaluate(EngineConfig(tensor_parallel_size=4), ctx)
-    assert not m.feasible and m.reason and "num_gpus=2" in m.reason
+    assert not m.feasible and m.reason and "> 2 GPUs available" in m.reason
     bad_draft = EngineConfig(num_speculative_tokens=2, draft_model="no-such-draft")
     m = sim.evaluate(bad_draft, _ctx(num_requests=2))
     assert not m.feasible and m.reason and "no-such-draft" in m.reason

@@ -7,6 +7,7 @@ import pytest
 
 from tests._fake_backend import FakeBackend
 from tuner import catalog
+from tuner.errors import InputError
 from tuner.search import study as search
 from tuner.search.trials import TrialRecord
 from tuner.specs import Context, SearchSpace, Workload
@@ -30,8 +31,8 @@ SPACE = SearchSpace(
 
 def _run(sampler: str, trials: int, ctx: Context) -> tuple[list[TrialRecord], FakeBackend]:
     backend = FakeBackend()
-    study = search.create_study(None, "t", ctx.sla, search.make_sampler(sampler, seed=1,
-                                                                        space=SPACE))  # fmt: skip
+    sampler = search.make_sampler(sampler, seed=1, space=SPACE, ctx=ctx)
+    study = search.create_study(None, "t", ctx.sla, sampler)
     search.optimize(study, search.Evaluator(backend, ctx, SPACE), trials=trials)
     return search.records(study), backend
 
@@ -43,17 +44,36 @@ def test_every_sampler_finishes_the_budget(sampler: str) -> None:
     assert {r.state for r in records} <= {"complete", "pruned"}
 
 
-def test_invalid_combinations_are_pruned_with_reasons_before_evaluation() -> None:
+def test_conditional_sampling_spends_every_trial_on_a_runnable_variant() -> None:
+    # A100 has no FP8 math and only 2 GPUs are given: the sampler never proposes fp8, TP 4 or
+    # speculative tokens without a draft, so every trial is an evaluation (none pruned).
     records, backend = _run("random", 60, _ctx(gpu="a100-80gb-sxm", num_gpus=2))
-    pruned = [r for r in records if r.state == "pruned"]
-    reasons = " | ".join(r.reason or "" for r in pruned)
-    assert "without a draft model" in reasons
-    assert "> 2 GPUs available" in reasons
-    assert "FP8" in reasons  # A100 has no FP8 tensor cores
-    assert all(r.metrics is None for r in pruned)
-    evaluated = [r for r in records if r.evaluated]
-    assert all(r.config.tensor_parallel_size <= 2 for r in evaluated if r.config)
-    assert backend.calls == len({r.config.key() for r in evaluated if r.config})
+    assert [r.state for r in records] == ["complete"] * 60
+    configs = [r.config for r in records if r.config]
+    assert len(configs) == 60
+    assert all(c.tensor_parallel_size <= 2 for c in configs)
+    assert all(c.quantization.value != "fp8" and c.kv_dtype.value != "fp8" for c in configs)
+    assert all(bool(c.draft_model) == bool(c.num_speculative_tokens) for c in configs)
+    assert {bool(c.draft_model) for c in configs} == {True, False}
+    assert backend.calls == len({c.key() for c in configs})
+
+
+def test_cross_knob_rules_still_prune_with_the_rule_message() -> None:
+    space = SPACE.model_copy(update={"max_num_batched_tokens": [64], "max_num_seqs": [256]})
+    backend, ctx = FakeBackend(), _ctx()
+    sampler = search.make_sampler("random", seed=0, space=space, ctx=ctx)
+    study = search.create_study(None, "p", ctx.sla, sampler)
+    search.optimize(study, search.Evaluator(backend, ctx, space), trials=3)
+    records = search.records(study)
+    assert {r.state for r in records} == {"pruned"}
+    assert all(r.reason == "max_num_batched_tokens=64 < max_num_seqs=256" for r in records)
+    assert backend.calls == 0
+
+
+def test_a_space_with_no_runnable_value_is_one_input_error() -> None:
+    space = SPACE.model_copy(update={"quantization": ["fp8"]})
+    with pytest.raises(InputError, match="no quantization value can run here.*FP8 tensor cores"):
+        search.sampling_space(space, _ctx(gpu="a100-80gb-sxm"))
 
 
 def test_duplicates_are_evaluated_once_and_point_to_the_first() -> None:
@@ -71,8 +91,8 @@ def test_duplicates_are_evaluated_once_and_point_to_the_first() -> None:
 def test_constraints_mark_sla_misses_and_oom_as_infeasible() -> None:
     backend = FakeBackend()
     ctx = _ctx()
-    study = search.create_study(None, "c", ctx.sla, search.make_sampler("random", seed=3,
-                                                                        space=SPACE))  # fmt: skip
+    sampler = search.make_sampler("random", seed=3, space=SPACE, ctx=ctx)
+    study = search.create_study(None, "c", ctx.sla, sampler)
     search.optimize(study, search.Evaluator(backend, ctx, SPACE), trials=40)
     for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
         rec = search.record_from_frozen(t)

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from tuner.knobs.declared import KVDtype, Quantization
+from tuner.knobs.models import (
+    EngineConfigBase,
+    IntKnob,
+    IntRange,
+    SearchSpaceBase,
+    build_engine_config,
+    build_search_space,
+)
+from tuner.knobs.models import (
+    Strict as _Strict,
+)
 
 __all__ = [
+    "DEFAULT_SAMPLER",
+    "SAMPLERS",
     "Architecture",
     "Context",
     "EngineConfig",
     "GPUProfile",
+    "IntKnob",
     "IntRange",
     "KVDtype",
     "Metrics",
@@ -33,12 +49,6 @@ MEASURED_ROUNDS_PER_USER = 4
 OPEN_LOOP_WARMUP_FRACTION = 0.1
 
 
-class _Strict(BaseModel):
-    """Base for every noun: unknown keys are errors, assignments are validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
-
-
 # ----------------------------------------------------------------------------- enums
 
 
@@ -49,26 +59,6 @@ class Architecture(str, Enum):
     ada = "ada"
     hopper = "hopper"
     blackwell = "blackwell"
-
-
-class Quantization(str, Enum):
-    """Weight storage (and, for w8a8/fp8, activation math) of an engine variant."""
-
-    bf16 = "bf16"
-    fp16 = "fp16"
-    fp8 = "fp8"  # w8a8 fp8 (e4m3) on Ada/Hopper; weight-only fp8 elsewhere
-    int8 = "int8"  # w8a8 int8 (SmoothQuant-style)
-    int8_wo = "int8-wo"  # w8a16, weight-only per-channel
-    int4_awq = "int4-awq"  # w4a16, group 128
-    int4_gptq = "int4-gptq"  # w4a16, group 128
-
-
-class KVDtype(str, Enum):
-    """Storage dtype of the KV cache; `auto` follows the activation dtype (16-bit)."""
-
-    auto = "auto"
-    fp8 = "fp8"
-    int8 = "int8"
 
 
 # Bits of one stored weight element, before scales/zero-points (see perf.memory).
@@ -353,103 +343,24 @@ class Workload(_Strict):
 # ----------------------------------------------------------------------------- search space
 
 
-class IntRange(_Strict):
-    """An integer knob sampled from [low, high] with a step or on a log scale."""
-
-    low: int = Field(ge=0)
-    high: int = Field(ge=0)
-    step: int = Field(default=1, ge=1)
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _ordered(self) -> IntRange:
-        if self.low > self.high:
-            raise ValueError(f"low={self.low} is above high={self.high}")
-        if self.log and (self.step != 1 or self.low < 1):
-            raise ValueError(
-                f"log scale needs step=1 and low>=1 (got step={self.step}, low={self.low})"
-            )
-        return self
+# SearchSpace and EngineConfig have one field per knob of the registry (tuner/knobs): declare a
+# knob there, not here. For type checkers they are their bases, whose fields read as Any.
+if TYPE_CHECKING:
+    SearchSpace = SearchSpaceBase
+    EngineConfig = EngineConfigBase
+else:
+    SearchSpace = build_search_space()
+    EngineConfig = build_engine_config()
 
 
-IntKnob = Annotated[list[int] | IntRange, Field(union_mode="left_to_right")]
+# ----------------------------------------------------------------------------- samplers
 
-
-class SearchSpace(_Strict):
-    """Knobs a search may vary; each a list of choices or an int range."""
-
-    name: str = "custom"
-    description: str = ""
-    quantization: list[Quantization] = Field(min_length=1)
-    kv_dtype: list[KVDtype] = Field(min_length=1)
-    max_num_batched_tokens: IntKnob
-    max_num_seqs: IntKnob
-    tensor_parallel_size: list[int] = Field(default=[1], min_length=1)
-    num_speculative_tokens: IntKnob = Field(default=[0])
-    draft_model: list[str | None] = Field(default=[None], min_length=1)
-    enable_prefix_caching: list[bool] = Field(default=[True], min_length=1)
-
-    @model_validator(mode="after")
-    def _check_values(self) -> SearchSpace:
-        for tp in self.tensor_parallel_size:
-            if tp < 1 or tp & (tp - 1):
-                raise ValueError(f"tensor_parallel_size {tp} must be a power of two >= 1")
-        spec = self.num_speculative_tokens
-        hi = spec.high if isinstance(spec, IntRange) else max(spec)
-        lo = spec.low if isinstance(spec, IntRange) else min(spec)
-        if lo < 0 or hi > 8:
-            raise ValueError(f"num_speculative_tokens must lie in 0..8 (got {lo}..{hi})")
-        for knob in ("max_num_batched_tokens", "max_num_seqs"):
-            _check_engine_bounds(knob, getattr(self, knob))
-        return self
-
-
-def _check_engine_bounds(knob: str, spec: list[int] | IntRange) -> None:
-    """Every value a space can sample for `knob` must be one EngineConfig accepts."""
-    values = [spec.low, spec.high] if isinstance(spec, IntRange) else spec
-    for bound in EngineConfig.model_fields[knob].metadata:
-        low, high = getattr(bound, "ge", None), getattr(bound, "le", None)
-        bad = [
-            v for v in values if (low is not None and v < low) or (high is not None and v > high)
-        ]
-        if bad:
-            allowed = f">= {low}" if low is not None else f"<= {high}"
-            raise ValueError(f"{knob} value {bad[0]} is not allowed (must be {allowed})")
-
-
-# ----------------------------------------------------------------------------- engine config
-
-
-class EngineConfig(_Strict):
-    """One engine variant: every knob the search may set, with vLLM-like defaults."""
-
-    quantization: Quantization = Quantization.bf16
-    kv_dtype: KVDtype = KVDtype.auto
-    max_num_batched_tokens: int = Field(default=8192, ge=16, description="Token budget per step")
-    max_num_seqs: int = Field(default=256, ge=1, description="Max concurrent sequences")
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    num_speculative_tokens: int = Field(default=0, ge=0, le=8)
-    draft_model: str | None = Field(default=None, description="Catalog name, path or 'ngram'")
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    block_size: int = Field(default=16, ge=1)
-
-    @model_validator(mode="after")
-    def _check_spec(self) -> EngineConfig:
-        if self.num_speculative_tokens and not self.draft_model:
-            raise ValueError(
-                f"num_speculative_tokens={self.num_speculative_tokens} needs a draft_model"
-            )
-        if self.tensor_parallel_size & (self.tensor_parallel_size - 1):
-            raise ValueError(
-                f"tensor_parallel_size={self.tensor_parallel_size} is not a power of two"
-            )
-        return self
-
-    def key(self) -> tuple[object, ...]:
-        """Hashable identity used to evaluate duplicate variants once."""
-        return tuple(self.model_dump(mode="json").values())
+# Chosen by benchmarks/search_efficiency.py: % of the true Pareto hypervolume (mean of 5 seeds,
+# 2016-variant enumerable space, llama-3.1-8b / h200-sxm / chat) at 25/50/100/200 trials:
+#   tpe 78.1 / 98.0 / 99.5 / 100.0;  nsga2 63.7 / 78.8 / 91.9 / 99.6;
+#   random 63.7 / 76.3 / 90.1 / 93.4
+DEFAULT_SAMPLER = "tpe"
+SAMPLERS: tuple[str, ...] = ("tpe", "nsga2", "random", "grid")
 
 
 # ----------------------------------------------------------------------------- context

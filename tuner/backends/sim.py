@@ -7,6 +7,7 @@ from tuner.perf.capacity import max_rate_meeting_sla
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.predict import NGRAM, predict_metrics
 from tuner.specs import Context, EngineConfig, Metrics
+from tuner.validity import invalid_reason
 
 __all__ = ["SimBackend"]
 
@@ -43,6 +44,8 @@ class SimBackend:
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Predict `config` under `ctx.workload`; never raises (infeasible Metrics instead)."""
+        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
+            return Metrics.infeasible(reason, self.name)
         try:
             ctx = self._resolve(config, ctx)
             metrics = predict_metrics(config, ctx, self.efficiency)

@@ -11,7 +11,9 @@ from typing import Any
 
 from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
+from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
+from tuner.validity import invalid_reason
 
 __all__ = ["TorchBackend"]
 
@@ -45,7 +47,7 @@ class TorchBackend:
         temperature: float = 0.0,
         max_requests: int | None = None,
         memory_gib: float | None = None,
-        draft_quantization: str = "int4-awq",
+        draft_quantization: str = DRAFT_QUANTIZATION.value,
         use_triton: bool | None = None,
         report_quant_error: bool = True,
         int4_group_size: int = 128,
@@ -56,7 +58,8 @@ class TorchBackend:
         real checkpoint by itself), device (default cuda if present else cpu), seed (random
         weights, prompts), temperature (0 = greedy), max_requests (cap on replayed requests),
         memory_gib (memory budget instead of the device's), draft_quantization (applied to draft
-        models), use_triton (default: on CUDA), report_quant_error, int4_group_size, threads
+        models; default 16-bit, as the simulator assumes), use_triton (default: on CUDA),
+        report_quant_error, int4_group_size, threads
         (torch CPU threads; 1 avoids OpenMP thrashing on a shared, loaded CPU), compile
         (torch.compile the engine step; compilation is timed as extra['compile_s'], apart from
         the replayed workload)."""
@@ -74,6 +77,8 @@ class TorchBackend:
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
+        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
+            return Metrics.infeasible(reason, self.name)
         try:
             return self._evaluate(config, ctx)
         except (
@@ -113,9 +118,9 @@ class TorchBackend:
         from tuner.bench.lengths import workload_length_pairs as pairs
         from tuner.bench.loadgen import plan_requests
         from tuner.engine.generate import Engine, EngineLimits
-        from tuner.engine.kv_cache import KV_STORAGE_DTYPES, kv_bytes_per_token
         from tuner.engine.quantize import quantization_error, quantize_model
         from tuner.engine.scheduler import blocks_needed
+        from tuner.perf.memory import config_kv_bytes_per_token
 
         if config.tensor_parallel_size != 1:
             return Metrics.infeasible(
@@ -181,11 +186,10 @@ class TorchBackend:
         plan = plan_workload(
             wl.model_copy(update={"num_requests": measured}), pairs(wl.lengths_file)
         )
-        storage = KV_STORAGE_DTYPES[config.kv_dtype.value] or model.model.embed_tokens.weight.dtype
-        per_token = kv_bytes_per_token(spec.num_layers, spec.num_kv_heads, spec.head_dim_, storage)
+        # One KV formula for sim and engine (auto = the 16-bit activations the engine runs in).
+        per_token = config_kv_bytes_per_token(spec, config)
         if draft is not None:
-            d = draft.spec
-            per_token += kv_bytes_per_token(d.num_layers, d.num_kv_heads, d.head_dim_, storage)
+            per_token += config_kv_bytes_per_token(draft.spec, config)
         weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
         if draft is not None:
             weight_bytes += sum(t.numel() * t.element_size() for t in draft.state_dict().values())

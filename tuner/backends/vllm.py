@@ -26,6 +26,7 @@ from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
+from tuner.validity import invalid_reason
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
 
@@ -246,6 +247,8 @@ class VLLMBackend:
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
+        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
+            return Metrics.infeasible(reason, self.name)
         self.trials += 1
         log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
         config, note = for_platform(config, self.cpu_build)

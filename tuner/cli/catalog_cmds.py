@@ -10,7 +10,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 
-from tuner import catalog
+from tuner import catalog, knobs
 from tuner.cli.app import app, guarded
 from tuner.cli.output import print_json, print_rows, say
 from tuner.detect import detect_gpus
@@ -111,21 +111,8 @@ def spaces(as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(_dump(list(items)))
         return
-    columns = ("name", "quantization", "kv dtype", "batched tokens", "max seqs", "tp",
-               "spec tokens", "prefix cache")  # fmt: skip
-    rows = [
-        (
-            s.name,
-            _knob(s.quantization),
-            _knob(s.kv_dtype),
-            _knob(s.max_num_batched_tokens),
-            _knob(s.max_num_seqs),
-            _knob(s.tensor_parallel_size),
-            _knob(s.num_speculative_tokens),
-            _knob(s.enable_prefix_caching),
-        )  # fmt: skip
-        for s in items
-    ]
+    columns = ("name", *(knob.label for knob in knobs.searched()))
+    rows = [(s.name, *(_knob(getattr(s, knob.name)) for knob in knobs.searched())) for s in items]
     print_rows("Search spaces", columns, rows, left=len(columns))
 
 

@@ -10,29 +10,23 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from tuner import catalog
+from tuner import catalog, knobs
 from tuner.backends import BACKENDS, get_backend
 from tuner.bench.lengths import workload_length_pairs
 from tuner.cli.app import app, console, guarded
+from tuner.cli.knob_flags import knob_options
 from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.predict import NGRAM
-from tuner.specs import Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
+from tuner.specs import Context, EngineConfig, Metrics, Workload
+from tuner.validity import invalid_reason
 
 __all__ = ["build_request", "predict"]
 
 
-def _choice(flag: str, value: str, enum: type[Quantization] | type[KVDtype]) -> Any:
-    allowed = [e.value for e in enum]
-    if value not in allowed:
-        raise InputError(f"{flag} {value!r} is not one of: {', '.join(allowed)}")
-    return enum(value)
-
-
 def _check_cross_fields(
-    spec_tokens: int | None,
-    draft_model: str | None,
+    knob_values: dict[str, Any],
     acceptance: float | None,
     rate: float | None,
     concurrency: int | None,
@@ -43,11 +37,15 @@ def _check_cross_fields(
             f"--rate {rate:g} and --concurrency {concurrency} are exclusive: choose an open-loop "
             "Poisson rate or a closed-loop user count"
         )
-    if spec_tokens and not draft_model:
-        raise InputError(f"--spec-tokens {spec_tokens} needs --draft-model (a model name or ngram)")
-    if draft_model and not spec_tokens:
-        raise InputError(f"--draft-model {draft_model} needs --spec-tokens K (1..8)")
-    if acceptance is not None and not spec_tokens:
+    for knob in knobs.registered():
+        needed = knob.needs and knobs.get(knob.needs)
+        value = knob_values.get(knob.name, knob.default)
+        if needed and knob_values.get(needed.name) and value == knob.default:
+            span = f"{int(knob.ge or 0) + 1}..{int(knob.le)}" if knob.le is not None else "> 0"
+            raise InputError(
+                f"{needed.flag} {knob_values[needed.name]} needs {knob.flag} K ({span})"
+            )
+    if acceptance is not None and not knob_values.get("num_speculative_tokens"):
         raise InputError(
             f"--acceptance {acceptance:g} only applies with --spec-tokens and --draft-model"
         )
@@ -62,13 +60,6 @@ def _flag_error(exc: ValidationError, flags: dict[str, str]) -> InputError:
     return InputError(f"{flags.get(field, field)}: {msg} (got {e.get('input')!r})")
 
 
-_CONFIG_FLAGS = {
-    "tensor_parallel_size": "--tp",
-    "max_num_seqs": "--max-num-seqs",
-    "max_num_batched_tokens": "--max-batched-tokens",
-    "num_speculative_tokens": "--spec-tokens",
-    "draft_model": "--draft-model",
-}
 _WORKLOAD_FLAGS = {
     "input_tokens": "--isl",
     "output_tokens": "--osl",
@@ -86,13 +77,7 @@ def build_request(
     *,
     model: str,
     gpu: str,
-    tp: int = 1,
-    quant: str = "bf16",
-    kv_dtype: str = "auto",
-    max_num_seqs: int = 256,
-    max_batched_tokens: int = 8192,
-    spec_tokens: int | None = None,
-    draft_model: str | None = None,
+    knob_flags: dict[str, str | None] | None = None,
     acceptance: float | None = None,
     prefix_cache_hit: float = 0.0,
     isl: int = 1024,
@@ -104,22 +89,18 @@ def build_request(
     warmup: int | None = None,
     lengths: str | None = None,
 ) -> tuple[EngineConfig, Context]:
-    """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise."""
-    _check_cross_fields(spec_tokens, draft_model, acceptance, rate, concurrency)
-    quantization = _choice("--quant", quant, Quantization)
-    kv = _choice("--kv-dtype", kv_dtype, KVDtype)
+    """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise,
+    including every rule of tuner.validity (the same rules `tune` samples within)."""
+    given = {k: v for k, v in (knob_flags or {}).items() if v is not None}
     try:
-        config = EngineConfig(
-            quantization=quantization,
-            kv_dtype=kv,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_batched_tokens,
-            tensor_parallel_size=tp,
-            num_speculative_tokens=spec_tokens or 0,
-            draft_model=draft_model,
-        )
+        values = {k: knobs.get(k).parse(text) for k, text in given.items()}
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
+    _check_cross_fields(values, acceptance, rate, concurrency)
+    try:
+        config = EngineConfig(**values)
     except ValidationError as exc:
-        raise _flag_error(exc, _CONFIG_FLAGS) from exc
+        raise _flag_error(exc, {k.name: k.flag for k in knobs.registered()}) from exc
     wl_fields: dict[str, Any] = {
         "input_tokens": isl,
         "output_tokens": osl,
@@ -140,16 +121,18 @@ def build_request(
         raise _flag_error(exc, _WORKLOAD_FLAGS) from exc
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     draft = None
-    if draft_model and draft_model != NGRAM:
-        draft = catalog.load_model(draft_model)
+    if config.draft_model and config.draft_model != NGRAM:
+        draft = catalog.load_model(config.draft_model)
     ctx = Context(
         model=catalog.load_model(model),
         gpu=catalog.load_gpu(gpu),
         sla=catalog.load_sla(sla),
         workload=workload,
-        num_gpus=tp,
+        num_gpus=config.tensor_parallel_size,
         draft=draft,
     )
+    if reason := invalid_reason(config, ctx):
+        raise InputError(reason)
     return config, ctx
 
 
@@ -183,19 +166,13 @@ def _summary_lines(m: Metrics) -> list[str]:
 
 @app.command()
 @guarded
+@knob_options("value")
 def predict(
     model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
     gpu: Annotated[
         str | None,
         typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
     ] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size (GPUs)")] = 1,
-    quant: Annotated[str, typer.Option(help="Weight quantization")] = "bf16",
-    kv_dtype: Annotated[str, typer.Option(help="KV-cache dtype: auto, fp8, int8")] = "auto",
-    max_num_seqs: Annotated[int, typer.Option(help="Max concurrent sequences")] = 256,
-    max_batched_tokens: Annotated[int, typer.Option(help="Token budget per step")] = 8192,
-    spec_tokens: Annotated[int | None, typer.Option(help="Speculative tokens per step")] = None,
-    draft_model: Annotated[str | None, typer.Option(help="Draft model name, or ngram")] = None,
     acceptance: Annotated[float | None, typer.Option(help="Per-token acceptance rate")] = None,
     prefix_cache_hit: Annotated[float, typer.Option(help="Cached fraction of prompts")] = 0.0,
     isl: Annotated[int, typer.Option(help="Input tokens per request")] = 1024,
@@ -218,6 +195,7 @@ def predict(
         bool, typer.Option("--compile", help="torch backend: torch.compile the engine step")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    knob_flags: dict[str, str | None] | None = None,
 ) -> None:
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""
     if backend not in BACKENDS:
@@ -226,11 +204,9 @@ def predict(
         gpu, note = local_gpu_profile(backend)
         print_note(note)
     config, ctx = build_request(
-        model=model, gpu=gpu, tp=tp, quant=quant, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
-        max_batched_tokens=max_batched_tokens, spec_tokens=spec_tokens, draft_model=draft_model,
-        acceptance=acceptance, prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl,
-        concurrency=concurrency, rate=rate, num_requests=num_requests, sla=sla, warmup=warmup,
-        lengths=lengths,
+        model=model, gpu=gpu, knob_flags=knob_flags, acceptance=acceptance,
+        prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl, concurrency=concurrency, rate=rate,
+        num_requests=num_requests, sla=sla, warmup=warmup, lengths=lengths,
     )  # fmt: skip
     options: dict[str, Any] = {}
     if backend == "sim":
@@ -251,7 +227,11 @@ def predict(
         typer.echo(json.dumps(doc))
         return
     # A measuring backend ran on a real device, which need not be the GPU profile named.
-    where = f"{tp}x {ctx.gpu.name}" if backend == "sim" else str(metrics.extra.get("device", "?"))
+    where = (
+        f"{config.tensor_parallel_size}x {ctx.gpu.name}"
+        if backend == "sim"
+        else str(metrics.extra.get("device", "?"))
+    )
     verb = "predicted" if backend == "sim" else "measured"
     title = escape(
         f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import optuna
 import typer
 from optuna.trial import FrozenTrial
-from pydantic import ValidationError
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -23,113 +22,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tuner import catalog
-from tuner.bench.lengths import workload_length_pairs
+from tuner import knobs
 from tuner.cli.app import app, console, finite_positive, guarded
+from tuner.cli.knob_flags import knob_options
 from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
-from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
+from tuner.run.spec import DEFAULT_TRIALS, RunSpec, build_run_spec, load_run_spec, run_dir_name
 from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommendation, tune
-from tuner.search.study import DEFAULT_SAMPLER
 from tuner.search.trials import ATTR_METRICS
-from tuner.specs import SLA, Workload
+from tuner.specs import DEFAULT_SAMPLER
 
-__all__ = ["build_run_spec", "export", "report", "tune_command"]
-
-# Closed-loop users of the default tuning workload: a moderately busy replica. Tune with
-# --concurrency / --rate (or --workload FILE) to match real traffic.
-DEFAULT_TUNE_CONCURRENCY = 32
-
-
-def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | None) -> SLA:
-    base = catalog.load_sla(preset)
-    if ttft_ms is None and tpot_ms is None and pct is None:
-        return base
-    update: dict[str, Any] = {"name": f"{base.name}-custom", "description": "custom bounds"}
-    if ttft_ms is not None:
-        update["ttft_ms"] = ttft_ms
-    if tpot_ms is not None:
-        update["tpot_ms"] = tpot_ms
-    if pct is not None:
-        update["percentile"] = pct
-    try:
-        return SLA.model_validate({**base.model_dump(), **update})
-    except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "SLA flags", SLA)) from exc
-
-
-def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
-    given = {k: v for k, v in fields.items() if v is not None}
-    base: dict[str, Any] = {}
-    if file is not None:
-        base = catalog.load_yaml_model(file, Workload).model_dump()
-    elif "rate_rps" not in given:
-        base = {"concurrency": DEFAULT_TUNE_CONCURRENCY}
-    if "rate_rps" in given:
-        base.pop("concurrency", None)
-    try:
-        return Workload.model_validate({**base, **given})
-    except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "workload flags", Workload)) from exc
-
-
-def build_run_spec(
-    *,
-    model: str,
-    gpu: str,
-    sla: str = "chat",
-    ttft_ms: float | None = None,
-    tpot_ms: float | None = None,
-    percentile: int | None = None,
-    space: str = "default",
-    num_gpus: int = 8,
-    workload_file: Path | None = None,
-    workload_fields: dict[str, Any] | None = None,
-    backend: str = "sim",
-    model_path: str | None = None,
-    model_source: str | None = None,
-    sampler: str = DEFAULT_SAMPLER,
-    trials: int = DEFAULT_TRIALS,
-    timeout_s: float | None = None,
-    seed: int = 0,
-    storage: str | None = None,
-    study_name: str = "tuner",
-    compile_step: bool = False,
-) -> RunSpec:
-    """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
-    model_spec = catalog.load_model(model)
-    search_space = catalog.load_search_space(space)
-    options: dict[str, Any] = {"model_path": model_path} if model_path else {}
-    if compile_step:
-        if backend != "torch":
-            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
-        options["compile"] = True
-    workload = _workload(workload_file, workload_fields or {})
-    workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
-    data = {
-        "model": model_spec,
-        "gpu": catalog.load_gpu(gpu),
-        "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
-        "workload": workload,
-        "space": search_space,
-        "num_gpus": num_gpus,
-        "drafts": resolve_drafts(search_space),
-        "model_source": model_source or model_path or model_spec.hf_id or model,
-        "backend": backend,
-        "backend_options": options,
-        "sampler": sampler,
-        "trials": trials,
-        "timeout_s": timeout_s,
-        "seed": seed,
-        "storage": storage,
-        "study_name": study_name,
-    }
-    try:
-        return RunSpec.model_validate(data).check()
-    except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "tune flags", RunSpec)) from exc
+__all__ = ["export", "report", "tune_command"]
 
 
 class _ProgressCallback:
@@ -155,23 +60,30 @@ class _ProgressCallback:
             self.progress.update(self.task, advance=1, best=best)
 
 
+def _cell(value: object) -> str:
+    """A knob value in the Pareto table (booleans as on/off, None as -)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "-" if value is None else str(value)
+
+
 def _pareto_table(outcome: TuneOutcome) -> Table:
     pct = outcome.spec.sla.percentile
     t = Table(title=f"Pareto set ({len(outcome.result.front)} of {len(outcome.records)} trials)")
-    for col in ("trial", "quant", "kv", "tp", "max seqs", "batched tok", "spec", "prefix",
-                f"TTFT P{pct} ms", f"TPOT P{pct} ms", "tok/s/GPU"):  # fmt: skip
+    shown = knobs.searched()
+    for col in ("trial", *(k.label for k in shown), f"TTFT P{pct} ms", f"TPOT P{pct} ms",
+                "tok/s/GPU"):  # fmt: skip
         t.add_column(col, justify="right")
     by_number = {r.number: r for r in outcome.records}
     for n in outcome.result.front:
         r = by_number[n]
         c, m = r.config, r.metrics
         assert c is not None and m is not None
-        spec = f"{c.draft_model} x{c.num_speculative_tokens}" if c.num_speculative_tokens else "-"
+        values = c.model_dump(mode="json")
         style = "bold black on yellow" if n == outcome.result.recommended else None
         t.add_row(
-            f"{n}{' *' if n == outcome.result.recommended else ''}", c.quantization.value,
-            c.kv_dtype.value, str(c.tensor_parallel_size), str(c.max_num_seqs),
-            str(c.max_num_batched_tokens), spec, "on" if c.enable_prefix_caching else "off",
+            f"{n}{' *' if n == outcome.result.recommended else ''}",
+            *(_cell(values[k.name]) for k in shown),
             f"{m.ttft_ms.at(pct):.1f}", f"{m.tpot_ms.at(pct):.2f}",
             f"{m.output_tokens_per_s_per_gpu:,.0f}", style=style,
         )  # fmt: skip
@@ -194,6 +106,7 @@ def _print_outcome(outcome: TuneOutcome) -> None:
 
 @app.command("tune")
 @guarded
+@knob_options("choices")
 def tune_command(
     ctx: typer.Context,
     model: Annotated[
@@ -243,6 +156,7 @@ def tune_command(
         None
     ),
     resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
+    knob_flags: dict[str, str | None] | None = None,
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -252,14 +166,10 @@ def tune_command(
     elif config is not None:
         spec = load_run_spec(config)
     else:
-        if model is None:
-            raise InputError("--model is required (or --config run.yaml / --resume DIR)")
-        if gpu is None:
-            gpu, note = local_gpu_profile(backend)
-            print_note(note)
         spec = build_run_spec(
-            model=model, gpu=gpu, sla=sla, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-            percentile=percentile, space=space, num_gpus=num_gpus, workload_file=workload,
+            model=_required_model(model), gpu=gpu or _local_gpu(backend), sla=sla,
+            ttft_ms=ttft_ms, tpot_ms=tpot_ms, percentile=percentile, space=space,
+            num_gpus=num_gpus, workload_file=workload,
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
@@ -267,7 +177,7 @@ def tune_command(
                              "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
-            study_name=study, compile_step=compile_step,
+            study_name=study, compile_step=compile_step, knob_flags=knob_flags,
         )  # fmt: skip
     folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
     overrides = {"trials": trials, "timeout_s": timeout}
@@ -278,6 +188,20 @@ def tune_command(
     say(f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
         f"{outcome.wall_s:.1f} s")  # fmt: skip
     _print_outcome(outcome)
+
+
+def _required_model(model: str | None) -> str:
+    """--model, which a new run needs."""
+    if model is None:
+        raise InputError("--model is required (or --config run.yaml / --resume DIR)")
+    return model
+
+
+def _local_gpu(backend: str) -> str:
+    """The profile of this machine's GPU (torch/vllm measure here), with a note saying so."""
+    gpu, note = local_gpu_profile(backend)
+    print_note(note)
+    return gpu
 
 
 def _target_folder(

@@ -16,7 +16,7 @@ from torch import Tensor
 if TYPE_CHECKING:
     from tuner.engine.model import AttentionBatch
 
-__all__ = ["BlockAllocator", "KV_STORAGE_DTYPES", "PagedKVCache", "kv_bytes_per_token"]
+__all__ = ["BlockAllocator", "KV_STORAGE_DTYPES", "PagedKVCache"]
 
 # EngineConfig.kv_dtype -> storage dtype (None: the activation dtype).
 KV_STORAGE_DTYPES: dict[str, torch.dtype | None] = {
@@ -26,15 +26,7 @@ KV_STORAGE_DTYPES: dict[str, torch.dtype | None] = {
 }
 # Largest finite magnitude of each quantized storage dtype.
 _QMAX = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}
-_SCALE_BYTES = 4  # one fp32 scale per stored (token, head) vector
-
-
-def kv_bytes_per_token(
-    num_layers: int, num_kv_heads: int, head_dim: int, storage: torch.dtype
-) -> int:
-    """Bytes one token's K and V take in the cache over all layers (scales included)."""
-    per_vec = head_dim * storage.itemsize + (_SCALE_BYTES if storage in _QMAX else 0)
-    return 2 * num_layers * num_kv_heads * per_vec
+# One fp32 scale per stored (token, head) vector: tuner.perf.precision.KV_SCALE_BYTES counts it.
 
 
 class BlockAllocator:

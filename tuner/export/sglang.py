@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport, draft_source, shell_join
-from tuner.specs import EngineConfig, KVDtype, Quantization
+from tuner.export.tables import ROWS, Row, check_rows, row_args, row_options
+from tuner.specs import EngineConfig, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "SGLangOptions", "export", "launch_args"]
 
@@ -35,7 +36,7 @@ class SGLangOptions:
     source: str
     flags: Mapping[str, str]
     quantization: Mapping[Quantization, QuantSpelling]
-    kv_cache_dtype: Mapping[KVDtype, str]
+    rows: tuple[Row, ...]  # the plain knobs (tuner.export.tables)
     ngram: str  # --speculative-algorithm value for prompt-lookup (n-gram) drafting
     draft_model: str  # --speculative-algorithm value for a separate small draft model
 
@@ -49,14 +50,6 @@ VERSIONS: dict[str, SGLangOptions] = {
             "dtype": "--dtype",
             "quantization": "--quantization",
             "torchao_config": "--torchao-config",
-            "kv_dtype": "--kv-cache-dtype",
-            "max_num_seqs": "--max-running-requests",
-            "chunked_prefill_size": "--chunked-prefill-size",
-            "max_prefill_tokens": "--max-prefill-tokens",
-            "tensor_parallel_size": "--tp-size",
-            "mem_fraction_static": "--mem-fraction-static",
-            "page_size": "--page-size",
-            "disable_radix_cache": "--disable-radix-cache",
             "speculative_algorithm": "--speculative-algorithm",
             "speculative_draft_model_path": "--speculative-draft-model-path",
             "speculative_num_steps": "--speculative-num-steps",
@@ -82,7 +75,7 @@ VERSIONS: dict[str, SGLangOptions] = {
                 "float16", "quantization", "gptq_marlin", "a pre-quantized GPTQ int4 checkpoint"
             ),
         },  # fmt: skip
-        kv_cache_dtype={KVDtype.auto: "auto", KVDtype.fp8: "fp8_e4m3"},
+        rows=ROWS["sglang"]["0.5"],
         ngram="NGRAM",
         draft_model="STANDALONE",
     ),
@@ -96,29 +89,13 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
         raise InputError(f"unknown SGLang version {version!r}; known: {', '.join(VERSIONS)}")
     opts = VERSIONS[version]
     f = opts.flags
-    if config.kv_dtype not in opts.kv_cache_dtype:
-        raise InputError(
-            f"SGLang {version} has no KV-cache dtype for {config.kv_dtype.value!r}; "
-            f"supported: {', '.join(k.value for k in opts.kv_cache_dtype)}"
-        )
+    engine = f"SGLang {version}"
+    check_rows(opts.rows, config, engine)
     quant = opts.quantization[config.quantization]
     args = [f["model"], model, f["dtype"], quant.dtype]
     if quant.option is not None and quant.value is not None:
         args += [f[quant.option], quant.value]
-    # SGLang splits vLLM's single token budget in two: the chunk size and the prefill-batch cap;
-    # both carry the simulated max_num_batched_tokens. -1 disables chunking.
-    chunk = config.max_num_batched_tokens if config.enable_chunked_prefill else -1
-    args += [
-        f["kv_dtype"], opts.kv_cache_dtype[config.kv_dtype],
-        f["max_num_seqs"], str(config.max_num_seqs),
-        f["chunked_prefill_size"], str(chunk),
-        f["max_prefill_tokens"], str(config.max_num_batched_tokens),
-        f["tensor_parallel_size"], str(config.tensor_parallel_size),
-        f["mem_fraction_static"], repr(config.gpu_memory_utilization),
-        f["page_size"], str(config.block_size),
-    ]  # fmt: skip
-    if not config.enable_prefix_caching:
-        args.append(f["disable_radix_cache"])
+    args += row_args(opts.rows, config, engine)
     k = config.num_speculative_tokens
     if k and config.draft_model == "ngram":
         # SGLang counts the verified (bonus) token in num_draft_tokens: chain of k -> k + 1.
@@ -131,7 +108,7 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
                  f["speculative_num_steps"], str(k),
                  f["speculative_eagle_topk"], "1",
                  f["speculative_num_draft_tokens"], str(k + 1)]  # fmt: skip
-    allowed = set(f.values())
+    allowed = set(f.values()) | row_options(opts.rows)
     stray = [a for a in args if a.startswith("--") and a not in allowed]
     if stray:
         raise AssertionError(f"SGLang exporter produced options outside its table: {stray}")

@@ -18,7 +18,8 @@ import yaml
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport, draft_source, shell_join
-from tuner.specs import EngineConfig, KVDtype, Metrics, Quantization
+from tuner.export.tables import ROWS, Row, check_rows, put, row_args, row_options, row_tree
+from tuner.specs import EngineConfig, Metrics, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "TRTLLMOptions", "export", "extra_options", "serve_args"]
 
@@ -36,7 +37,8 @@ class TRTLLMOptions:
     dtype: Mapping[Quantization, str]
     checkpoint: Mapping[Quantization, str]  # quantizations needing a pre-quantized checkpoint
     unsupported: Mapping[Quantization, str]  # quantizations this backend cannot serve
-    kv_cache_dtype: Mapping[KVDtype, str]
+    cli_rows: tuple[Row, ...]  # the plain knobs as trtllm-serve options (tuner.export.tables)
+    key_rows: tuple[Row, ...]  # the plain knobs as LLM-API YAML keys
 
 
 _MODELOPT = "a pre-quantized checkpoint made with NVIDIA ModelOpt (hf_ptq.py --qformat {})"
@@ -45,20 +47,11 @@ VERSIONS: dict[str, TRTLLMOptions] = {
         source="TensorRT-LLM 1.0 tensorrt_llm/commands/serve.py, tensorrt_llm/llmapi/llm_args.py",
         cli={
             "backend": "--backend",
-            "tensor_parallel_size": "--tp_size",
-            "max_num_seqs": "--max_batch_size",
-            "max_num_batched_tokens": "--max_num_tokens",
-            "gpu_memory_utilization": "--kv_cache_free_gpu_memory_fraction",
             "extra_options": "--extra_llm_api_options",
         },
         keys={
             "dtype": "dtype",
-            "enable_chunked_prefill": "enable_chunked_prefill",
-            "kv_dtype": "kv_cache_config.dtype",
-            "enable_prefix_caching": "kv_cache_config.enable_block_reuse",
             "kv_max_tokens": "kv_cache_config.max_tokens",
-            "gpu_memory_utilization": "kv_cache_config.free_gpu_memory_fraction",
-            "block_size": "kv_cache_config.tokens_per_block",
             "spec_type": "speculative_config.decoding_type",
             "spec_len": "speculative_config.max_draft_len",
             "spec_ngram": "speculative_config.max_matching_ngram_size",
@@ -77,7 +70,8 @@ VERSIONS: dict[str, TRTLLMOptions] = {
                 "TensorRT engine (trtllm-build --use_weight_only --weight_only_precision int8)"
             ),
         },
-        kv_cache_dtype={KVDtype.auto: "auto", KVDtype.fp8: "fp8"},
+        cli_rows=ROWS["trtllm-serve"]["1.0"],
+        key_rows=ROWS["trtllm-yaml"]["1.0"],
     ),
 }
 LATEST = "1.0"
@@ -93,11 +87,8 @@ def _options(version: str) -> TRTLLMOptions:
 def _check_supported(config: EngineConfig, opts: TRTLLMOptions, version: str) -> None:
     if config.quantization in opts.unsupported:
         raise InputError(f"TensorRT-LLM {version}: {opts.unsupported[config.quantization]}")
-    if config.kv_dtype not in opts.kv_cache_dtype:
-        raise InputError(
-            f"TensorRT-LLM {version} has no KV-cache dtype for {config.kv_dtype.value!r}; "
-            f"supported: {', '.join(k.value for k in opts.kv_cache_dtype)}"
-        )
+    for rows in (opts.cli_rows, opts.key_rows):
+        check_rows(rows, config, f"TensorRT-LLM {version}")
 
 
 def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> list[str]:
@@ -106,25 +97,16 @@ def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> li
     _check_supported(config, opts, version)
     c = opts.cli
     args = [model, c["backend"], "pytorch",
-            c["tensor_parallel_size"], str(config.tensor_parallel_size),
-            c["max_num_seqs"], str(config.max_num_seqs),
-            c["max_num_batched_tokens"], str(config.max_num_batched_tokens),
-            c["gpu_memory_utilization"], repr(config.gpu_memory_utilization),
+            *row_args(opts.cli_rows, config, f"TensorRT-LLM {version}"),
             c["extra_options"], EXTRA_FILE]  # fmt: skip
-    stray = [a for a in args if a.startswith("--") and a not in set(c.values())]
+    stray = [
+        a
+        for a in args
+        if a.startswith("--") and a not in set(c.values()) | row_options(opts.cli_rows)
+    ]
     if stray:
         raise AssertionError(f"TensorRT-LLM exporter produced options outside its table: {stray}")
     return args
-
-
-def _put(tree: dict[str, object], dotted: str, value: object) -> None:
-    *parents, leaf = dotted.split(".")
-    node = tree
-    for p in parents:
-        child = node.setdefault(p, {})
-        assert isinstance(child, dict)
-        node = child
-    node[leaf] = value
 
 
 def extra_options(
@@ -135,25 +117,21 @@ def extra_options(
     _check_supported(config, opts, version)
     k = opts.keys
     tree: dict[str, object] = {}
-    _put(tree, k["dtype"], opts.dtype[config.quantization])
-    _put(tree, k["enable_chunked_prefill"], config.enable_chunked_prefill)
-    _put(tree, k["kv_dtype"], opts.kv_cache_dtype[config.kv_dtype])
-    _put(tree, k["enable_prefix_caching"], config.enable_prefix_caching)
-    _put(tree, k["gpu_memory_utilization"], config.gpu_memory_utilization)
-    _put(tree, k["block_size"], config.block_size)
+    put(tree, k["dtype"], opts.dtype[config.quantization])
+    row_tree(opts.key_rows, config, f"TensorRT-LLM {version}", tree)
     if metrics is not None and metrics.kv_capacity_tokens > 0:
         # TensorRT-LLM sizes the KV pool from *free* memory after weights; capping it at the
         # simulated capacity reproduces the simulated point (the smaller limit wins).
-        _put(tree, k["kv_max_tokens"], metrics.kv_capacity_tokens)
+        put(tree, k["kv_max_tokens"], metrics.kv_capacity_tokens)
     n = config.num_speculative_tokens
     if n and config.draft_model == "ngram":
-        _put(tree, k["spec_type"], "NGram")
-        _put(tree, k["spec_len"], n)
-        _put(tree, k["spec_ngram"], NGRAM_MAX_MATCHING_SIZE)
+        put(tree, k["spec_type"], "NGram")
+        put(tree, k["spec_len"], n)
+        put(tree, k["spec_ngram"], NGRAM_MAX_MATCHING_SIZE)
     elif n and config.draft_model:
-        _put(tree, k["spec_type"], "DraftTarget")
-        _put(tree, k["spec_len"], n)
-        _put(tree, k["spec_model"], draft_source(config.draft_model))
+        put(tree, k["spec_type"], "DraftTarget")
+        put(tree, k["spec_len"], n)
+        put(tree, k["spec_model"], draft_source(config.draft_model))
     return tree
 
 

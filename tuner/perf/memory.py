@@ -11,13 +11,19 @@ import math
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from tuner.perf.precision import ACTIVATION_BYTES, kv_bytes_per_element, precision_for
+from tuner.perf.precision import (
+    ACTIVATION_BYTES,
+    DRAFT_QUANTIZATION,
+    kv_bytes_per_vector,
+    precision_for,
+)
 from tuner.specs import EngineConfig, GPUProfile, KVDtype, ModelSpec, Quantization, Workload
 
 __all__ = [
     "GIB",
     "MemoryPlan",
     "activation_workspace_bytes",
+    "config_kv_bytes_per_token",
     "kv_bytes_per_token",
     "kv_heads_per_gpu",
     "linear_params_per_gpu",
@@ -59,15 +65,16 @@ def weight_bytes_per_gpu(model: ModelSpec, quant: Quantization, gpu: GPUProfile,
     )
 
 
-def kv_bytes_per_token(model: ModelSpec, kv_dtype: KVDtype, tp: int) -> float:
-    """KV-cache bytes one token occupies on one shard: 2 x layers x KV heads x head_dim x bytes."""
-    return (
-        2.0
-        * model.num_layers
-        * kv_heads_per_gpu(model, tp)
-        * model.head_dim_
-        * kv_bytes_per_element(kv_dtype)
-    )
+def kv_bytes_per_token(model: ModelSpec, dtype: KVDtype, tp: int) -> float:
+    """KV-cache bytes one token occupies on one shard: 2 x layers x KV heads x (head_dim x bytes
+    + scale). The one formula: the simulator, the cost model and the torch backend all use it."""
+    vector = kv_bytes_per_vector(dtype, model.head_dim_)
+    return 2.0 * model.num_layers * kv_heads_per_gpu(model, tp) * vector
+
+
+def config_kv_bytes_per_token(model: ModelSpec, config: EngineConfig) -> float:
+    """KV-cache bytes per token on one shard of `config` (its cache dtype and TP size)."""
+    return kv_bytes_per_token(model, config.kv_dtype, config.tensor_parallel_size)
 
 
 def activation_workspace_bytes(model: ModelSpec, config: EngineConfig) -> float:
@@ -114,11 +121,11 @@ def plan_memory(
     tp = config.tensor_parallel_size
     budget = gpu.memory_bytes * config.gpu_memory_utilization
     weights = weight_bytes_per_gpu(model, config.quantization, gpu, tp)
-    kv_tok = kv_bytes_per_token(model, config.kv_dtype, tp)
+    kv_tok = config_kv_bytes_per_token(model, config)
     if draft is not None:
-        # The draft checkpoint is 16-bit and keeps its own KV cache for the same tokens.
-        weights += weight_bytes_per_gpu(draft, Quantization.bf16, gpu, tp)
-        kv_tok += kv_bytes_per_token(draft, config.kv_dtype, tp)
+        # The draft keeps its own KV cache for the same tokens (see DRAFT_QUANTIZATION).
+        weights += weight_bytes_per_gpu(draft, DRAFT_QUANTIZATION, gpu, tp)
+        kv_tok += config_kv_bytes_per_token(draft, config)
     workspace = activation_workspace_bytes(model, config)
     runtime = eff.runtime_overhead_bytes
     free = budget - weights - workspace - runtime

@@ -16,7 +16,9 @@ __all__ = [
     "ACTIVATION_BYTES",
     "GROUP_SIZE",
     "Precision",
-    "kv_bytes_per_element",
+    "DRAFT_QUANTIZATION",
+    "KV_SCALE_BYTES",
+    "kv_bytes_per_vector",
     "precision_for",
 ]
 
@@ -33,6 +35,14 @@ CHANNEL_SCALE_BYTES = 4.0
 _GROUP_QUANT = {Quantization.int4_awq, Quantization.int4_gptq}
 _WEIGHT_ONLY = {Quantization.int4_awq, Quantization.int4_gptq, Quantization.int8_wo}
 _KV_BYTES = {KVDtype.auto: ACTIVATION_BYTES, KVDtype.fp8: 1.0, KVDtype.int8: 1.0}
+# A quantized KV cache keeps one fp32 scale per stored (token, KV head) vector: the reference
+# engine does for fp8 and int8, vLLM's int8_per_token_head does; vLLM's fp8 cache uses one
+# per-tensor scale instead (4 / head_dim bytes per element less: 3% at head_dim 128).
+KV_SCALE_BYTES = 4.0
+_KV_SCALED = {KVDtype.fp8, KVDtype.int8}
+# The draft model's weights are 16-bit in the simulator and the torch backend alike: the engines
+# tuner exports for load the draft checkpoint it names (the original HF model) unquantized.
+DRAFT_QUANTIZATION = Quantization.bf16
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ def precision_for(quant: Quantization, gpu: GPUProfile, row_len: int) -> Precisi
     return Precision(stored, gpu.fp16_tflops, False, quant.value)
 
 
-def kv_bytes_per_element(kv_dtype: KVDtype) -> float:
-    """Bytes of one stored K or V element."""
-    return _KV_BYTES[kv_dtype]
+def kv_bytes_per_vector(dtype: KVDtype, head_dim: int) -> float:
+    """Bytes of one stored K or V head vector (head_dim elements), its scale included."""
+    scale = KV_SCALE_BYTES if dtype in _KV_SCALED else 0.0
+    return head_dim * _KV_BYTES[dtype] + scale

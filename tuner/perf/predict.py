@@ -9,10 +9,12 @@ from tuner.bench.lengths import workload_length_pairs
 from tuner.perf.costs import StepCostModel, step_cost_model
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import GIB, plan_memory
+from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
 from tuner.perf.speculative import Speculation, step_coeffs
 from tuner.perf.summary import summarize
-from tuner.specs import Context, EngineConfig, Metrics, Quantization, Workload
+from tuner.specs import Context, EngineConfig, Metrics, Workload
+from tuner.validity import invalid_reason
 
 __all__ = ["NGRAM", "closed_loop_cycle_s", "predict_metrics", "speculation_for", "sim_requests"]
 
@@ -35,7 +37,7 @@ def speculation_for(
     acceptance = ctx.workload.acceptance_rate
     if ctx.draft is None:
         raise ValueError(f"draft model {config.draft_model!r} is not resolved in the context")
-    draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=Quantization.bf16)
+    draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=DRAFT_QUANTIZATION)
     return Speculation(config.num_speculative_tokens, acceptance, draft)
 
 
@@ -76,16 +78,6 @@ def sim_requests(
     return requests_from_plan(plan, ramp)
 
 
-def _checks(config: EngineConfig, ctx: Context) -> str | None:
-    tp = config.tensor_parallel_size
-    if tp > ctx.num_gpus:
-        return f"tensor_parallel_size={tp} needs {tp} GPUs but only num_gpus={ctx.num_gpus}"
-    heads = ctx.model.num_attention_heads
-    if heads % tp:
-        return f"tensor_parallel_size={tp} does not divide {ctx.model.name}'s {heads} heads"
-    return None
-
-
 def predict_metrics(
     config: EngineConfig,
     ctx: Context,
@@ -94,7 +86,7 @@ def predict_metrics(
 ) -> Metrics:
     """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why."""
     wl = workload or ctx.workload
-    reason = _checks(config, ctx)
+    reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:
         return Metrics.infeasible(reason, BACKEND)
     draft = ctx.draft if config.num_speculative_tokens and config.draft_model != NGRAM else None

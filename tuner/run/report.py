@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.knobs import color_for
+from tuner.knobs import get as get_knob
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
@@ -19,11 +22,8 @@ from tuner.search.trials import TrialRecord
 
 __all__ = ["Point", "ReportData", "render_html", "report_data"]
 
-# One colour per weight quantization (Plotly's qualitative "D3" palette, fixed order).
-QUANT_COLORS = {
-    "bf16": "#1f77b4", "fp16": "#17becf", "fp8": "#ff7f0e", "int8": "#2ca02c",
-    "int8-wo": "#98df8a", "int4-awq": "#d62728", "int4-gptq": "#9467bd",
-}  # fmt: skip
+# The Pareto plot colours the front by this knob; colours come from the registry's choices.
+FRONT_COLOR_KNOB = "quantization"
 FADED_COLOR = "rgba(120,120,120,0.25)"
 
 
@@ -191,10 +191,13 @@ def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
         "text": [p.hover for p in others], "hovertemplate": "%{text}<extra></extra>",
         "marker": {"color": FADED_COLOR, "size": 6},
     })  # fmt: skip
-    for quant, color in QUANT_COLORS.items():
-        pts = [p for p in data.points if p.on_front and p.knobs["quantization"] == quant]
-        if not pts:
-            continue
+    on_front = [p for p in data.points if p.on_front]
+    order = get_knob(FRONT_COLOR_KNOB).choices or ()
+    seen = {p.knobs[FRONT_COLOR_KNOB] for p in on_front}
+    # Every value on the front gets a trace: known choices in registry order, then any other.
+    for quant in [*(v for v in order if v in seen), *sorted(seen - set(order), key=str)]:
+        color = color_for(FRONT_COLOR_KNOB, quant)
+        pts = [p for p in on_front if p.knobs[FRONT_COLOR_KNOB] == quant]
         pts.sort(key=lambda p: p.tput_per_gpu)
         traces.append({
             "type": "scatter", "mode": "markers", "name": f"Pareto: {quant}",
@@ -223,31 +226,18 @@ def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
         "xaxis": {"title": {"text": "output tokens/s per GPU"}},
         "yaxis": {"title": {"text": f"{label} P{data.percentile} (ms)"}, "type": "log"},
         "shapes": shapes,
-        "annotations": []
-        if bound is None
-        else [
-            {
-                "xref": "paper",
-                "x": 1,
-                "y": _log10(bound),
-                "yref": "y",
-                "xanchor": "right",
-                "text": f"SLA {label} {bound:g} ms",
-                "showarrow": False,
-                "font": {"color": "crimson"},
-                "yanchor": "bottom",
-            }
-        ],  # fmt: skip
+        "annotations": [] if bound is None else [_bound_note(label, bound)],
         "legend": {"orientation": "h", "y": -0.2},
         "height": 520,
     }
     return {"data": traces, "layout": layout}
 
 
-def _log10(v: float) -> float:
-    import math
-
-    return math.log10(v)
+def _bound_note(label: str, bound: float) -> dict[str, Any]:
+    """The text beside the SLA line."""
+    return {"xref": "paper", "x": 1, "y": math.log10(bound), "yref": "y", "xanchor": "right",
+            "text": f"SLA {label} {bound:g} ms", "showarrow": False,
+            "font": {"color": "crimson"}, "yanchor": "bottom"}  # fmt: skip
 
 
 def _parallel_figure(data: ReportData) -> dict[str, Any]:

@@ -13,11 +13,29 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner import __version__, catalog
+from tuner.bench.lengths import workload_length_pairs
 from tuner.errors import InputError
-from tuner.search.study import DEFAULT_SAMPLER, SAMPLERS
-from tuner.specs import SLA, Context, GPUProfile, ModelSpec, SearchSpace, Workload
+from tuner.knobs import get as get_knob
+from tuner.specs import (
+    DEFAULT_SAMPLER,
+    SAMPLERS,
+    SLA,
+    Context,
+    GPUProfile,
+    ModelSpec,
+    SearchSpace,
+    Workload,
+)
 
-__all__ = ["DEFAULT_TRIALS", "RunSpec", "load_run_spec", "resolve_drafts", "run_dir_name"]
+__all__ = [
+    "DEFAULT_TRIALS",
+    "DEFAULT_TUNE_CONCURRENCY",
+    "RunSpec",
+    "build_run_spec",
+    "load_run_spec",
+    "resolve_drafts",
+    "run_dir_name",
+]
 
 DEFAULT_TRIALS = 200
 RUN_FILE = "run.yaml"
@@ -115,3 +133,114 @@ def validate_run_spec(data: dict[str, Any], where: str) -> RunSpec:
         return RunSpec.model_validate(data).check()
     except ValidationError as exc:
         raise InputError(catalog.format_validation_error(exc, where, RunSpec)) from exc
+
+
+# Closed-loop users of the default tuning workload: a moderately busy replica. Tune with
+# --concurrency / --rate (or --workload FILE) to match real traffic.
+DEFAULT_TUNE_CONCURRENCY = 32
+
+
+def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | None) -> SLA:
+    base = catalog.load_sla(preset)
+    if ttft_ms is None and tpot_ms is None and pct is None:
+        return base
+    update: dict[str, Any] = {"name": f"{base.name}-custom", "description": "custom bounds"}
+    if ttft_ms is not None:
+        update["ttft_ms"] = ttft_ms
+    if tpot_ms is not None:
+        update["tpot_ms"] = tpot_ms
+    if pct is not None:
+        update["percentile"] = pct
+    try:
+        return SLA.model_validate({**base.model_dump(), **update})
+    except ValidationError as exc:
+        raise InputError(catalog.format_validation_error(exc, "SLA flags", SLA)) from exc
+
+
+def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
+    given = {k: v for k, v in fields.items() if v is not None}
+    base: dict[str, Any] = {}
+    if file is not None:
+        base = catalog.load_yaml_model(file, Workload).model_dump()
+    elif "rate_rps" not in given:
+        base = {"concurrency": DEFAULT_TUNE_CONCURRENCY}
+    if "rate_rps" in given:
+        base.pop("concurrency", None)
+    try:
+        return Workload.model_validate({**base, **given})
+    except ValidationError as exc:
+        raise InputError(catalog.format_validation_error(exc, "workload flags", Workload)) from exc
+
+
+def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> SearchSpace:
+    """The space with the knobs given on the command line replaced by the values given."""
+    given = {k: v for k, v in knob_flags.items() if v is not None}
+    if not given:
+        return space
+    try:
+        values = {k: get_knob(k).parse_list(text) for k, text in given.items()}
+        return SearchSpace.model_validate({**space.model_dump(), **values, "name": space.name})
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError too
+        if isinstance(exc, ValidationError):
+            raise InputError(
+                catalog.format_validation_error(exc, "knob flags", SearchSpace)
+            ) from exc
+        raise InputError(str(exc)) from exc
+
+
+def build_run_spec(
+    *,
+    model: str,
+    gpu: str,
+    sla: str = "chat",
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    percentile: int | None = None,
+    space: str = "default",
+    num_gpus: int = 8,
+    workload_file: Path | None = None,
+    workload_fields: dict[str, Any] | None = None,
+    backend: str = "sim",
+    model_path: str | None = None,
+    model_source: str | None = None,
+    sampler: str = DEFAULT_SAMPLER,
+    trials: int = DEFAULT_TRIALS,
+    timeout_s: float | None = None,
+    seed: int = 0,
+    storage: str | None = None,
+    study_name: str = "tuner",
+    compile_step: bool = False,
+    knob_flags: dict[str, str | None] | None = None,
+) -> RunSpec:
+    """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
+    model_spec = catalog.load_model(model)
+    search_space = _narrow_space(catalog.load_search_space(space), knob_flags or {})
+    options: dict[str, Any] = {"model_path": model_path} if model_path else {}
+    if compile_step:
+        if backend != "torch":
+            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
+        options["compile"] = True
+    workload = _workload(workload_file, workload_fields or {})
+    workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
+    data = {
+        "model": model_spec,
+        "gpu": catalog.load_gpu(gpu),
+        "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
+        "workload": workload,
+        "space": search_space,
+        "num_gpus": num_gpus,
+        "drafts": resolve_drafts(search_space),
+        "model_source": model_source or model_path or model_spec.hf_id or model,
+        "backend": backend,
+        "backend_options": options,
+        "sampler": sampler,
+        "trials": trials,
+        "timeout_s": timeout_s,
+        "seed": seed,
+        "storage": storage,
+        "study_name": study_name,
+    }
+    try:
+        return RunSpec.model_validate(data).check()
+    except ValidationError as exc:
+        raise InputError(catalog.format_validation_error(exc, "tune flags", RunSpec)) from exc

@@ -66,7 +66,9 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
     if url.startswith("journal:") and Path(url.removeprefix("journal:")).is_dir():
         raise InputError(f"--storage {url}: is a folder; name a journal file (journal:FILE)")
     storage = search.make_storage(url)
-    sampler = search.make_sampler(spec.sampler, seed=spec.seed, space=spec.space)
+    sampler = search.make_sampler(
+        spec.sampler, seed=spec.seed, space=spec.space, ctx=spec.context()
+    )
     if not create:
         try:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from tuner.backends import Backend
 from tuner.errors import InputError
+from tuner.knobs import searched
 from tuner.search.objectives import constraint_names, constraint_values, objectives_for
 from tuner.search.trials import (
     ATTR_CONFIG,
@@ -28,12 +29,20 @@ from tuner.search.trials import (
     ATTR_METRICS,
     ATTR_METRICS_KEY,
     ATTR_REASON,
-    KNOBS,
     TrialRecord,
     record_from_frozen,
 )
-from tuner.specs import Context, EngineConfig, IntRange, Metrics, ModelSpec, SearchSpace
-from tuner.validity import invalid_reason
+from tuner.specs import (
+    DEFAULT_SAMPLER,
+    SAMPLERS,
+    Context,
+    EngineConfig,
+    IntRange,
+    Metrics,
+    ModelSpec,
+    SearchSpace,
+)
+from tuner.validity import allowed_values, config_reason, invalid_reason
 
 __all__ = [
     "DEFAULT_SAMPLER",
@@ -47,16 +56,12 @@ __all__ = [
     "make_storage",
     "optimize",
     "records",
+    "sampling_space",
     "record_from_frozen",
     "suggest_params",
 ]
 
-# Chosen by benchmarks/search_efficiency.py: % of the true Pareto hypervolume (mean of 5 seeds,
-# 2016-variant enumerable space, llama-3.1-8b / h200-sxm / chat) at 25/50/100/200 trials:
-#   tpe 78.1 / 98.0 / 99.5 / 100.0;  nsga2 63.7 / 78.8 / 91.9 / 99.6;
-#   random 63.7 / 76.3 / 90.1 / 93.4
-DEFAULT_SAMPLER = "tpe"
-SAMPLERS: tuple[str, ...] = ("tpe", "nsga2", "random", "grid")
+# DEFAULT_SAMPLER and SAMPLERS live with the nouns (tuner.specs), where run specs read them.
 # Random trials before TPE models the space: Optuna's default for TPE.
 STARTUP_TRIALS = 10
 # NSGA-II generation size: small enough that 100-trial budgets see several generations.
@@ -73,29 +78,69 @@ def _choices(values: Iterable[Any]) -> list[Any]:
     return [getattr(v, "value", v) for v in values]
 
 
-def suggest_params(trial: Trial, space: SearchSpace) -> dict[str, Any]:
-    """Ask the trial for one value of every knob of the space (a flat, fixed search space)."""
+def sampling_space(space: SearchSpace, ctx: Context | None = None) -> dict[str, Any]:
+    """Each searched knob's values as the sampler sees them: lists filtered by the validity
+    rules that read only that knob (fp8 without FP8 math, TP beyond --num-gpus...)."""
+    out: dict[str, Any] = {}
+    for knob in searched():
+        spec = getattr(space, knob.name)
+        if ctx is not None and not isinstance(spec, IntRange):
+            kept, dropped = allowed_values(knob.name, spec, ctx)
+            if not kept:
+                raise InputError(f"space {space.name!r}: no {knob.name} value can run here "
+                                 f"({'; '.join(dropped)})")  # fmt: skip
+            spec = kept
+        out[knob.name] = spec
+    return _conditioned(out)
+
+
+def _conditioned(out: dict[str, Any]) -> dict[str, Any]:
+    """A knob that `needs` another is sampled only above its default ("off") value; with no
+    such value the knob it needs keeps only its off values too."""
+    for knob in searched():
+        spec = out[knob.name]
+        if not knob.needs:
+            continue
+        on: IntRange | list[Any] | None
+        if isinstance(spec, IntRange):
+            low = max(spec.low, int(knob.default) + 1)
+            on = spec.model_copy(update={"low": low}) if low <= spec.high else None
+        else:
+            on = [v for v in spec if v != knob.default] or None
+        out[knob.name] = on
+        if on is None:
+            out[knob.needs] = [v for v in out[knob.needs] if not v] or [None]
+    return out
+
+
+def suggest_params(trial: Trial, space: dict[str, Any]) -> dict[str, Any]:
+    """Ask the trial for one value of each knob of a `sampling_space`; a knob whose `needs` is
+    off is not asked (define-by-run), so it keeps its default."""
     params: dict[str, Any] = {}
-    for knob in KNOBS:
-        spec = getattr(space, knob)
+    for knob in searched():
+        spec = space[knob.name]
+        if spec is None or (knob.needs and not params.get(knob.needs)):
+            continue
         if isinstance(spec, IntRange):
             step = None if spec.log else spec.step
-            params[knob] = trial.suggest_int(knob, spec.low, spec.high, step=step or 1,
-                                             log=spec.log)  # fmt: skip
+            params[knob.name] = trial.suggest_int(knob.name, spec.low, spec.high, step=step or 1,
+                                                  log=spec.log)  # fmt: skip
         else:
-            params[knob] = trial.suggest_categorical(knob, _choices(spec))
+            params[knob.name] = trial.suggest_categorical(knob.name, _choices(spec))
     return params
 
 
 def config_from_params(params: dict[str, Any]) -> EngineConfig | str:
     """The EngineConfig for sampled knob values, or the reason the combination is invalid."""
-    k = int(params.get("num_speculative_tokens", 0))
-    draft = params.get("draft_model")
-    if k and not draft:
-        return f"num_speculative_tokens={k} without a draft model"
+    reason = config_reason(EngineConfig.model_construct(None, **params))
+    if reason:
+        return reason
     # A draft with zero speculative tokens is the plain engine: the same variant as no draft.
+    for knob in searched():
+        if knob.needs and params.get(knob.name, knob.default) == knob.default:
+            params = {**params, knob.needs: None}
     try:
-        return EngineConfig(**{**params, "draft_model": draft if k else None})
+        return EngineConfig(**params)
     except ValidationError as exc:  # a space value no engine accepts (SearchSpace checks first)
         return "; ".join(str(e["msg"]) for e in exc.errors())
 
@@ -118,7 +163,9 @@ def grid_values(spec: Any) -> list[Any]:
     return _evenly(range(spec.low, spec.high + 1, spec.step), GRID_POINTS_PER_RANGE)
 
 
-def make_sampler(name: str, *, seed: int, space: SearchSpace) -> BaseSampler:
+def make_sampler(
+    name: str, *, seed: int, space: SearchSpace, ctx: Context | None = None
+) -> BaseSampler:
     """A seeded Optuna sampler by name (constraints are read from trial.set_constraint)."""
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, multivariate=True,
@@ -128,7 +175,8 @@ def make_sampler(name: str, *, seed: int, space: SearchSpace) -> BaseSampler:
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
-        grid = {k: grid_values(getattr(space, k)) for k in KNOBS}
+        conditioned = sampling_space(space, ctx)
+        grid = {k: grid_values(v) for k, v in conditioned.items() if v is not None}
         return optuna.samplers.GridSampler(grid, seed=seed)
     raise InputError(f"unknown sampler {name!r}; allowed: {', '.join(SAMPLERS)}")
 
@@ -203,6 +251,7 @@ class Evaluator:
         self.space = space
         self.drafts = drafts or {}
         self.objectives = objectives_for(ctx.sla)
+        self.sampling = sampling_space(space, ctx)
         self._cache: dict[tuple[object, ...], tuple[int, dict[str, Any]]] = {}
         self._seen: set[int] = set()
         self.evaluations = 0  # backend calls made by this process
@@ -232,7 +281,7 @@ class Evaluator:
 
     def __call__(self, trial: Trial) -> list[float]:
         """Evaluate one sampled variant and return its objective values."""
-        params = suggest_params(trial, self.space)
+        params = suggest_params(trial, self.sampling)
         config = config_from_params(params)
         reason = config if isinstance(config, str) else invalid_reason(config, self.ctx)
         if reason is not None:

@@ -7,23 +7,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tuner.errors import one_line
+from tuner.knobs import searched
 from tuner.search.objectives import constraint_values, objectives_for
 from tuner.specs import SLA, EngineConfig, Metrics
 
 __all__ = ["KNOBS", "TrialRecord", "TrialState", "record_from_frozen"]
 
 # The knobs a search varies, in the order samplers see them every trial (order changes what a
-# seeded sampler proposes, so it is fixed here once for the search and the report).
-KNOBS: tuple[str, ...] = (
-    "quantization",
-    "kv_dtype",
-    "tensor_parallel_size",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "draft_model",
-    "num_speculative_tokens",
-    "enable_prefix_caching",
-)
+# seeded sampler proposes, so the registry fixes it once for the search and the report).
+KNOBS: tuple[str, ...] = tuple(k.name for k in searched())
 
 TrialState = Literal["complete", "pruned", "failed", "running", "waiting"]
 

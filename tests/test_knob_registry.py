@@ -1,0 +1,69 @@
+"""The knob registry is the one declaration: a knob added there alone reaches the pydantic
+models, the search space and sampler, the CLI help of predict and tune, and the trials CSV."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tuner import knobs
+from tuner.search.trials import KNOBS
+from tuner.specs import EngineConfig, SearchSpace
+
+# Runs in a fresh interpreter: the knob must be registered before tuner.specs builds the models.
+_SCRIPT = """
+import sys
+from tuner import knobs
+knobs.register(knobs.Knob("scratch_level", int, 1, "Throw-away knob of the registry test",
+                          "--scratch-level", "scratch", ge=1, le=3, space_default=(1, 2, 3)))
+from typer.testing import CliRunner
+from tuner.cli import app
+from tuner.specs import SearchSpace
+print("space-field:", "scratch_level" in SearchSpace.model_fields)
+runner = CliRunner()
+for command in ("predict", "tune"):
+    print(command, "help:", runner.invoke(app, [command, "--help"], terminal_width=200).output)
+tune = runner.invoke(app, sys.argv[1:])
+print("tune exit:", tune.exit_code, tune.output)
+"""
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run([sys.executable, "-c", _SCRIPT, *args], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)  # fmt: skip
+
+
+def test_a_knob_registered_alone_reaches_space_cli_help_and_csv(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    out = _cli("tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--trials", "8",
+               "--num-requests", "20", "--scratch-level", "2,3", "--run-dir", str(run))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "space-field: True" in out.stdout
+    for command in ("predict", "tune"):
+        help_text = out.stdout.split(f"{command} help:", 1)[1]
+        assert "--scratch-level" in help_text and "Throw-away knob" in help_text, command
+    assert "tune exit: 0" in out.stdout, out.stdout[-2000:]
+    with (run / "trials.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and "scratch_level" in rows[0]
+    assert {r["scratch_level"] for r in rows if r["state"] == "complete"} <= {"2", "3"}
+    assert any(r["scratch_level"] for r in rows if r["state"] == "complete")
+
+
+def test_the_models_and_search_order_are_the_registry() -> None:
+    names = [k.name for k in knobs.registered()]
+    assert list(EngineConfig.model_fields) == names
+    assert tuple(k.name for k in knobs.searched()) == KNOBS
+    assert set(SearchSpace.model_fields) == {"name", "description", *KNOBS}
+    for knob in knobs.registered():
+        assert EngineConfig.model_fields[knob.name].description, knob.name
+
+
+def test_every_value_gets_a_colour_even_one_the_registry_does_not_list() -> None:
+    colours = [knobs.color_for("quantization", q) for q in knobs.Quantization]
+    assert len(set(colours)) == len(colours)
+    assert knobs.color_for("quantization", "int2-new") in knobs.PALETTE

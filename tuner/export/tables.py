@@ -1,0 +1,159 @@
+"""How each exporter spells the plain knobs, in ONE table keyed by engine and version.
+
+A row maps a registered knob to an engine option and how its value is written; the exporters
+emit their rows in table order, so adding a knob that an engine takes as a plain option is one
+row here. Quantization and speculative decoding need more than one option each and stay in
+their exporter's own code. Sources of the spellings are in each exporter's module docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from tuner.errors import InputError
+from tuner.knobs import KVDtype, get
+from tuner.specs import EngineConfig
+
+__all__ = ["ROWS", "Row", "check_rows", "put", "row_args", "row_options", "row_tree"]
+
+Spelling = Mapping[Any, str] | Callable[[Any, EngineConfig], object] | str | None
+NEGATABLE = "negatable"  # a boolean flag: --x when on, --no-x when off
+FLAG_WHEN_OFF = "flag-when-off"  # a bare flag present only when the knob is off
+
+
+@dataclass(frozen=True)
+class Row:
+    """One knob as one engine option: `spell` maps values (a dict), computes them (a callable
+    of value and config), names a boolean style, or is None (the value as it is)."""
+
+    knob: str
+    option: str
+    spell: Spelling = None
+
+
+def _sglang_chunk(on: bool, config: EngineConfig) -> int:
+    # SGLang splits vLLM's token budget in two (chunk size, prefill cap); -1 disables chunking.
+    return config.max_num_batched_tokens if on else -1
+
+
+_VLLM = (
+    Row("kv_dtype", "--kv-cache-dtype", {KVDtype.auto: "auto", KVDtype.fp8: "fp8"}),
+    Row("max_num_seqs", "--max-num-seqs"),
+    Row("max_num_batched_tokens", "--max-num-batched-tokens"),
+    Row("tensor_parallel_size", "--tensor-parallel-size"),
+    Row("gpu_memory_utilization", "--gpu-memory-utilization"),
+    Row("block_size", "--block-size"),
+    Row("enable_prefix_caching", "--enable-prefix-caching", NEGATABLE),
+    Row("enable_chunked_prefill", "--enable-chunked-prefill", NEGATABLE),
+)
+_VLLM_032_KV = {KVDtype.auto: "auto", KVDtype.fp8: "fp8", KVDtype.int8: "int8_per_token_head"}
+
+# engine -> version -> rows (TensorRT-LLM has two lists: serve options and LLM-API YAML keys).
+ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
+    "vllm": {
+        "0.11": _VLLM,
+        "0.32": (Row("kv_dtype", "--kv-cache-dtype", _VLLM_032_KV), *_VLLM[1:]),
+    },
+    "sglang": {
+        "0.5": (
+            Row("kv_dtype", "--kv-cache-dtype", {KVDtype.auto: "auto", KVDtype.fp8: "fp8_e4m3"}),
+            Row("max_num_seqs", "--max-running-requests"),
+            Row("enable_chunked_prefill", "--chunked-prefill-size", _sglang_chunk),
+            Row("max_num_batched_tokens", "--max-prefill-tokens"),
+            Row("tensor_parallel_size", "--tp-size"),
+            Row("gpu_memory_utilization", "--mem-fraction-static"),
+            Row("block_size", "--page-size"),
+            Row("enable_prefix_caching", "--disable-radix-cache", FLAG_WHEN_OFF),
+        ),
+    },
+    "trtllm-serve": {
+        "1.0": (
+            Row("tensor_parallel_size", "--tp_size"),
+            Row("max_num_seqs", "--max_batch_size"),
+            Row("max_num_batched_tokens", "--max_num_tokens"),
+            Row("gpu_memory_utilization", "--kv_cache_free_gpu_memory_fraction"),
+        ),
+    },
+    "trtllm-yaml": {
+        "1.0": (
+            Row("enable_chunked_prefill", "enable_chunked_prefill"),
+            Row("kv_dtype", "kv_cache_config.dtype", {KVDtype.auto: "auto", KVDtype.fp8: "fp8"}),
+            Row("enable_prefix_caching", "kv_cache_config.enable_block_reuse"),
+            Row("gpu_memory_utilization", "kv_cache_config.free_gpu_memory_fraction"),
+            Row("block_size", "kv_cache_config.tokens_per_block"),
+        ),
+    },
+}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def check_rows(rows: tuple[Row, ...], config: EngineConfig, engine: str) -> None:
+    """InputError naming the first knob value this engine version cannot express."""
+    for row in rows:
+        value = getattr(config, row.knob)
+        if isinstance(row.spell, Mapping) and value not in row.spell:
+            supported = ", ".join(str(_plain(v)) for v in row.spell)
+            raise InputError(f"{engine} has no {get(row.knob).help} for {_plain(value)!r}; "
+                             f"supported: {supported}")  # fmt: skip
+
+
+def _value(row: Row, config: EngineConfig) -> object:
+    value = getattr(config, row.knob)
+    if isinstance(row.spell, Mapping):
+        return row.spell[value]
+    if callable(row.spell):
+        return row.spell(value, config)
+    return _plain(value)
+
+
+def _text(value: object) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def row_args(rows: tuple[Row, ...], config: EngineConfig, engine: str) -> list[str]:
+    """Command-line arguments for the rows, in table order."""
+    check_rows(rows, config, engine)
+    args: list[str] = []
+    for row in rows:
+        on = getattr(config, row.knob)
+        if row.spell == NEGATABLE:
+            args.append(row.option if on else "--no-" + row.option.removeprefix("--"))
+        elif row.spell == FLAG_WHEN_OFF:
+            args += [] if on else [row.option]
+        else:
+            args += [row.option, _text(_value(row, config))]
+    return args
+
+
+def row_tree(
+    rows: tuple[Row, ...], config: EngineConfig, engine: str, tree: dict[str, object]
+) -> dict[str, object]:
+    """Add the rows to a nested mapping (dotted options = nested keys), in table order."""
+    check_rows(rows, config, engine)
+    for row in rows:
+        put(tree, row.option, _value(row, config))
+    return tree
+
+
+def put(tree: dict[str, object], dotted: str, value: object) -> None:
+    """Set `a.b.c` in a nested mapping, creating the parents."""
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for p in parents:
+        child = node.setdefault(p, {})
+        assert isinstance(child, dict)
+        node = child
+    node[leaf] = value
+
+
+def row_options(rows: tuple[Row, ...]) -> frozenset[str]:
+    """Every option string the rows can produce (negated forms included)."""
+    names = {r.option for r in rows}
+    names |= {"--no-" + r.option.removeprefix("--") for r in rows if r.spell == NEGATABLE}
+    return frozenset(names)

@@ -1,0 +1,154 @@
+"""Every engine knob tuner knows, declared once; the order is the order samplers ask for them.
+
+Hardware and model conditions (fp8 only with FP8 math, tensor parallel up to --num-gpus and
+dividing the heads...) are rules in tuner.validity; the search samples only the values those
+rules allow, so a budget of N trials is N evaluations.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from tuner.knobs.registry import Knob, register
+
+__all__ = ["KVDtype", "Quantization"]
+
+
+class Quantization(str, Enum):
+    """Weight storage (and, for w8a8/fp8, activation math) of an engine variant."""
+
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"  # w8a8 fp8 (e4m3) on Ada/Hopper; weight-only fp8 elsewhere
+    int8 = "int8"  # w8a8 int8 (SmoothQuant-style)
+    int8_wo = "int8-wo"  # w8a16, weight-only per-channel
+    int4_awq = "int4-awq"  # w4a16, group 128
+    int4_gptq = "int4-gptq"  # w4a16, group 128
+
+
+class KVDtype(str, Enum):
+    """Storage dtype of the KV cache; `auto` follows the activation dtype (16-bit)."""
+
+    auto = "auto"
+    fp8 = "fp8"
+    int8 = "int8"
+
+
+register(
+    Knob("quantization", Quantization, Quantization.bf16, "Weight quantization", "--quant", "quant")
+)
+register(Knob("kv_dtype", KVDtype, KVDtype.auto, "KV-cache dtype", "--kv-dtype", "kv"))
+register(
+    Knob(
+        "tensor_parallel_size",
+        int,
+        1,
+        "Tensor-parallel size",
+        "--tp",
+        "tp",
+        unit="GPUs",
+        ge=1,
+        space_default=(1,),
+        power_of_two=True,
+    )
+)
+register(
+    Knob(
+        "max_num_seqs",
+        int,
+        256,
+        "Max concurrent sequences",
+        "--max-num-seqs",
+        "max seqs",
+        ge=1,
+        ranged=True,
+    )
+)
+register(
+    Knob(
+        "max_num_batched_tokens",
+        int,
+        8192,
+        "Token budget per step",
+        "--max-batched-tokens",
+        "batched tok",
+        unit="tokens",
+        ge=16,
+        ranged=True,
+    )
+)
+register(
+    Knob(
+        "draft_model",
+        str,
+        None,
+        "Draft model: catalog name, path or ngram",
+        "--draft-model",
+        "draft",
+        optional=True,
+        space_default=(None,),
+    )
+)
+register(
+    Knob(
+        "num_speculative_tokens",
+        int,
+        0,
+        "Speculative tokens per step",
+        "--spec-tokens",
+        "spec",
+        ge=0,
+        le=8,
+        space_default=(0,),
+        ranged=True,
+        needs="draft_model",
+    )
+)
+register(
+    Knob(
+        "enable_prefix_caching",
+        bool,
+        True,
+        "Prefix caching",
+        "--prefix-caching",
+        "prefix",
+        space_default=(True,),
+    )
+)
+register(
+    Knob(
+        "enable_chunked_prefill",
+        bool,
+        True,
+        "Chunked prefill",
+        "--chunked-prefill",
+        "chunked",
+        searched=False,
+    )
+)
+register(
+    Knob(
+        "gpu_memory_utilization",
+        float,
+        0.9,
+        "Fraction of GPU memory the engine may use",
+        "--gpu-memory-utilization",
+        "mem util",
+        gt=0.0,
+        le=1.0,
+        searched=False,
+    )
+)
+register(
+    Knob(
+        "block_size",
+        int,
+        16,
+        "KV-cache block size",
+        "--block-size",
+        "block",
+        unit="tokens",
+        ge=1,
+        searched=False,
+    )
+)

@@ -1,0 +1,140 @@
+"""The knob registry: what a knob is, and the ordered table every other layer derives from.
+
+A knob is declared once (tuner/knobs/declared.py, or `register` for a plug-in); EngineConfig,
+SearchSpace, the search's sampling order and conditions, the CLI flags of predict/tune, the
+report's columns and colours and the CSV columns are all derived from this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from tuner.errors import echo
+
+__all__ = [
+    "PALETTE",
+    "Knob",
+    "color_for",
+    "get",
+    "register",
+    "registered",
+    "searched",
+]
+
+# Plotly's qualitative "D3" palette; a knob's choices take colours in declaration order and any
+# value beyond the palette (or unknown to the registry) still gets one, cycled, never dropped.
+PALETTE: tuple[str, ...] = (
+    "#1f77b4", "#17becf", "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One engine knob: its type and range, defaults, help, CLI flag and sampling conditions."""
+
+    name: str
+    kind: type  # an Enum subclass, int, float, bool, or str (a name; `optional` allows None)
+    default: Any
+    help: str
+    flag: str  # predict/tune long option
+    label: str  # short column title in tables
+    unit: str = ""
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    optional: bool = False  # None is a value (e.g. no draft model)
+    searched: bool = True  # a SearchSpace field that the search varies
+    space_default: tuple[Any, ...] | None = None  # SearchSpace default; None = the space must say
+    ranged: bool = False  # the space may give an {low, high, step, log} range instead of a list
+    power_of_two: bool = False
+    # Sampled only when this knob has a truthy value; otherwise fixed at `default` (and only its
+    # values above `default` are sampled, since the default is the "off" variant).
+    needs: str | None = None
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        """The closed set of values (enums and bools), as plain JSON values; None if open."""
+        if isinstance(self.kind, type) and issubclass(self.kind, Enum):
+            return tuple(e.value for e in self.kind)
+        if self.kind is bool:
+            return (True, False)
+        return None
+
+    def plain(self, value: Any) -> Any:
+        """The JSON value of `value` (enum members become their string)."""
+        return value.value if isinstance(value, Enum) else value
+
+    def parse(self, text: str) -> Any:
+        """One command-line value as this knob's type; ValueError naming the flag and the
+        allowed values otherwise."""
+        choices = self.choices
+        if isinstance(self.kind, type) and issubclass(self.kind, Enum):
+            if text not in (choices or ()):
+                allowed = ", ".join(choices or ())
+                raise ValueError(f"{self.flag} {echo(text)} is not one of: {allowed}")
+            return self.kind(text)
+        if self.kind is bool:
+            if text.lower() not in _TRUE | _FALSE:
+                raise ValueError(f"{self.flag} {echo(text)} is not one of: on, off")
+            return text.lower() in _TRUE
+        if self.optional and text.lower() in ("none", "null"):
+            return None
+        if self.kind in (int, float):
+            try:
+                return self.kind(text)
+            except ValueError:
+                raise ValueError(f"{self.flag} {echo(text)} is not a number") from None
+        return text
+
+    def parse_list(self, text: str) -> list[Any]:
+        """A comma-separated command-line value as a list of this knob's values."""
+        return [self.parse(part.strip()) for part in text.split(",") if part.strip()]
+
+    def describe(self) -> str:
+        """One-line help with the allowed values, unit and default, for --help and docs."""
+        choices = self.choices
+        listed = choices and self.kind is not bool
+        allowed = f": {', '.join(str(c) for c in choices or ())}" if listed else ""
+        unit = f" ({self.unit})" if self.unit else ""
+        return f"{self.help}{unit}{allowed}"
+
+
+_REGISTRY: dict[str, Knob] = {}
+_TRUE = frozenset({"true", "on", "yes", "1"})
+_FALSE = frozenset({"false", "off", "no", "0"})
+
+
+def register(knob: Knob) -> Knob:
+    """Add a knob (before tuner.specs is imported: the pydantic models are built from the table)."""
+    if knob.name in _REGISTRY:
+        raise ValueError(f"knob {knob.name!r} is already registered")
+    _REGISTRY[knob.name] = knob
+    return knob
+
+
+def registered() -> tuple[Knob, ...]:
+    """Every knob, in declaration order (the order samplers ask for them)."""
+    return tuple(_REGISTRY.values())
+
+
+def searched() -> tuple[Knob, ...]:
+    """The knobs a search varies, in sampling order."""
+    return tuple(k for k in _REGISTRY.values() if k.searched)
+
+
+def get(name: str) -> Knob:
+    """The knob called `name`."""
+    return _REGISTRY[name]
+
+
+def color_for(name: str, value: Any) -> str:
+    """The plot colour of one value of a knob: its position among the choices, else a hash."""
+    knob = _REGISTRY.get(name)
+    choices = knob.choices if knob else None
+    plain = value.value if isinstance(value, Enum) else value
+    if choices and plain in choices:
+        return PALETTE[choices.index(plain) % len(PALETTE)]
+    return PALETTE[sum(str(plain).encode()) % len(PALETTE)]
