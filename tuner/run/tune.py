@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
@@ -14,9 +14,14 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.backends import get_backend
 from tuner.errors import InputError, NoFeasibleConfigError
 from tuner.run.folder import write_outputs
+from tuner.run.jobs import LocalWorkers
+from tuner.run.lock import run_folder_lock
+from tuner.run.shared import bind_spec, claim_worker_number, read_budget
 from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
+from tuner.search.parallel import RequeueOnce, reap_dead_trials, run_trials
 from tuner.search.pareto import ParetoResult, analyze, no_feasible_message
+from tuner.search.storage import study_lock
 from tuner.search.trials import TrialRecord
 
 __all__ = [
@@ -44,6 +49,7 @@ class TuneOutcome:
     evaluations: int = 0
     wall_s: float = 0.0
     interrupted_trials: list[int] | None = None
+    worker_errors: list[str] = field(default_factory=list)
 
 
 def storage_url(spec: RunSpec, run_dir: Path) -> str:
@@ -52,15 +58,23 @@ def storage_url(spec: RunSpec, run_dir: Path) -> str:
 
 
 def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
-    """Create or join the run's study (same name, same objectives)."""
-    storage = search.make_storage(storage_url(spec, run_dir))
+    """Create or join the run's study (same name, same inputs); each joiner gets its own seed."""
+    url = storage_url(spec, run_dir)
+    storage = search.make_storage(url)
     sampler = search.make_sampler(spec.sampler, seed=spec.seed, space=spec.space)
     if not create:
         try:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)
         except KeyError as exc:
             raise InputError(f"{run_dir}: no study {spec.study_name!r} in its storage") from exc
-    return search.create_study(storage, spec.study_name, spec.sla, sampler)
+    study = search.create_study(storage, spec.study_name, spec.sla, sampler)
+    bind_spec(study, spec, url)
+    # The first process keeps --seed (a repeat proposes the same variants); joiners differ.
+    number = claim_worker_number(study)
+    if number:
+        study.sampler = search.make_sampler(spec.sampler, seed=spec.seed + number,
+                                            space=spec.space)  # fmt: skip
+    return study
 
 
 def _objective_getter(index: int, maximize: bool) -> Callable[[FrozenTrial], float]:
@@ -108,42 +122,60 @@ def _analyse_and_write(
     return records, result, files
 
 
-def tune(
+def _search(
     spec: RunSpec,
     run_dir: Path,
-    *,
-    resume: bool = False,
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
-) -> TuneOutcome:
-    """Run (or resume) the search and write the run folder; KeyboardInterrupt keeps the work."""
-    started = time.perf_counter()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        (run_dir / RUN_FILE).write_text(spec.to_yaml())
-    study = open_study(spec, run_dir, create=True)
-    interrupted = search.fail_interrupted_trials(study) if resume else []
+    study: optuna.Study,
+    jobs: int,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
+) -> tuple[int, list[str]]:
+    """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met."""
     options = dict(spec.backend_options)
     if spec.backend == "vllm":
         # Server logs belong with the run they explain, not in a temp folder.
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
     backend = get_backend(spec.backend, **options)
     evaluator = search.Evaluator(backend, spec.context(), spec.space, spec.drafts)
-    try:
-        search.optimize(
-            study, evaluator, trials=spec.trials, timeout_s=spec.timeout_s, callbacks=callbacks
-        )
-    finally:
-        # Ctrl-C still leaves a complete run folder for the trials that finished.
-        records, result, files = _analyse_and_write(spec, study, run_dir)
+    url = storage_url(spec, run_dir)
+    with LocalWorkers(url, spec.study_name, jobs - 1, run_dir / "workers") as workers:
+        run_trials(study, evaluator, budget=lambda: read_budget(study, spec.trials),
+                   timeout_s=spec.timeout_s, callbacks=callbacks or ())  # fmt: skip
+    return evaluator.evaluations, workers.errors
+
+
+def tune(
+    spec: RunSpec,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+    jobs: int = 1,
+) -> TuneOutcome:
+    """Run (or resume) the search and write the run folder; KeyboardInterrupt keeps the work."""
+    started = time.perf_counter()
+    with run_folder_lock(run_dir):
+        study = open_study(spec, run_dir, create=True)  # refuses a study made for other inputs
+        if not resume:
+            (run_dir / RUN_FILE).write_text(spec.to_yaml())
+        requeue = RequeueOnce()
+        with study_lock(study._storage, study.study_name):  # noqa: SLF001
+            reap_dead_trials(study, requeue)  # trials of a killed earlier run, queued again
+        evaluations, errors = 0, list[str]()
+        try:
+            evaluations, errors = _search(spec, run_dir, study, jobs, callbacks)
+        finally:
+            # Ctrl-C still leaves a complete run folder for the trials that finished.
+            records, result, files = _analyse_and_write(spec, study, run_dir)
     return TuneOutcome(
         spec=spec,
         run_dir=run_dir,
         records=records,
         result=result,
         files=files,
-        evaluations=evaluator.evaluations,
+        evaluations=evaluations,
         wall_s=time.perf_counter() - started,
-        interrupted_trials=interrupted,
+        interrupted_trials=requeue.failed,
+        worker_errors=errors,
     )
 
 
