@@ -7,6 +7,7 @@ from tuner.cli import (
     catalog_cmds,  # noqa: F401  (registers commands)
     predict_cmd,  # noqa: F401
     tune_cmd,  # noqa: F401
+    worker_cmd,  # noqa: F401
 )
 from tuner.cli.app import app
 

@@ -22,11 +22,13 @@ from rich.progress import (
 from rich.table import Table
 
 from tuner import catalog
-from tuner.cli.app import app, console, guarded
+from tuner.cli.app import app, console, err_console, guarded
 from tuner.errors import InputError
 from tuner.run.folder import write_exports
 from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
 from tuner.run.tune import TuneOutcome, rebuild, require_recommendation, tune
+from tuner.run.worker import rebuild_from_storage
+from tuner.search.parallel import count_states
 from tuner.search.study import DEFAULT_SAMPLER
 from tuner.search.trials import ATTR_METRICS
 from tuner.specs import SLA, Workload
@@ -139,7 +141,8 @@ class _ProgressCallback:
             tput = float(metrics["output_tokens_per_s_per_gpu"])
             self.best = tput if self.best is None else max(self.best, tput)
         best = "-" if self.best is None else f"{self.best:,.0f}"
-        self.progress.update(self.task, advance=1, best=best)
+        # Other workers finish trials too: show the study's count, not this process's.
+        self.progress.update(self.task, completed=count_states(study).finished, best=best)
 
 
 def _pareto_table(outcome: TuneOutcome) -> Table:
@@ -223,9 +226,12 @@ def tune_command(
         None
     ),
     resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
+    jobs: Annotated[int, typer.Option(help="Local worker processes on this study")] = 1,
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs}: must be at least 1")
     if resume is not None:
         spec = load_run_spec(resume)
         folder = resume
@@ -259,7 +265,9 @@ def tune_command(
         task = progress.add_task(f"tuning {spec.model.name} on {spec.gpu.name}",
                                  total=spec.trials, best="-")  # fmt: skip
         callback = _ProgressCallback(progress, task, spec.sla)
-        outcome = tune(spec, folder, resume=resume is not None, callbacks=[callback])
+        outcome = tune(spec, folder, resume=resume is not None, callbacks=[callback], jobs=jobs)
+    for line in outcome.worker_errors:
+        err_console.print(f"[yellow]warning:[/] {escape(line)}")
     finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
     console.print(
         f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
@@ -270,9 +278,22 @@ def tune_command(
 
 @app.command()
 @guarded
-def report(run_dir: Annotated[Path, typer.Argument(help="Run folder")]) -> None:
+def report(
+    run_dir: Annotated[
+        Path | None, typer.Argument(help="Run folder (written from --storage when given)")
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Shared study storage URL: report it from any host")
+    ] = None,
+    study: Annotated[str, typer.Option(help="Study name in --storage")] = "tuner",
+) -> None:
     """Rebuild a run folder's report, CSVs, best.yaml and exports from its study."""
-    outcome = rebuild(run_dir)
+    if storage is not None:
+        outcome = rebuild_from_storage(storage, study, run_dir)
+    elif run_dir is None:
+        raise InputError("give a run folder, or --storage URL --study NAME for a shared study")
+    else:
+        outcome = rebuild(run_dir)
     console.print(f"rebuilt {len(outcome.records)} trials in {outcome.wall_s:.1f} s")
     _print_outcome(outcome)
 

@@ -23,10 +23,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from tuner.search.storage import GRACE_S, study_lock
+from tuner.search.storage import GRACE_S, rdb_of, study_lock
 from tuner.search.trials import ATTR_REASON
 
 __all__ = [
@@ -114,8 +113,8 @@ def _fail(study: optuna.Study, trial: FrozenTrial, reason: str) -> bool:
 
 def _stale_trial_ids(study: optuna.Study) -> set[int]:
     """Running trials whose heartbeat is older than the storage's grace period."""
-    storage = study._storage  # noqa: SLF001
-    if not isinstance(storage, RDBStorage) or storage.get_heartbeat_interval() is None:
+    storage = rdb_of(study._storage)  # noqa: SLF001
+    if storage is None or storage.get_heartbeat_interval() is None:
         return set()
     return set(storage._get_stale_trial_ids(study._study_id))  # noqa: SLF001
 
@@ -156,8 +155,8 @@ class StateCounts:
 
 def count_states(study: optuna.Study) -> StateCounts:
     """Trial counts by state (one aggregate query on an RDB storage)."""
-    storage = study._storage  # noqa: SLF001
-    if isinstance(storage, RDBStorage):
+    storage = rdb_of(study._storage)  # noqa: SLF001
+    if storage is not None:
         import sqlalchemy
 
         query = sqlalchemy.text(
@@ -191,8 +190,8 @@ def _claim(
 @contextmanager
 def _heartbeat(study: optuna.Study, trial: Trial) -> Iterator[None]:
     """Record the trial's heartbeat in a thread while it runs (RDB storages)."""
-    storage = study._storage  # noqa: SLF001
-    if not isinstance(storage, RDBStorage) or storage.get_heartbeat_interval() is None:
+    storage = rdb_of(study._storage)  # noqa: SLF001
+    if storage is None or storage.get_heartbeat_interval() is None:
         yield
         return
     interval = storage.get_heartbeat_interval()
