@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -64,7 +65,7 @@ def worker_id(pid: int | None = None) -> str:
 
 
 def _process_gone(worker: str) -> bool:
-    """True only when `worker` ran on this machine and its process no longer exists."""
+    """True only when `worker` ran on this machine and its process no longer runs."""
     machine, _, pid = worker.rpartition("|")
     if machine != _machine() or not pid.isdigit():
         return False
@@ -74,7 +75,11 @@ def _process_gone(worker: str) -> bool:
         return True
     except PermissionError:  # alive, another user's
         return False
-    return False
+    try:  # a killed child that its parent has not waited for yet is a zombie: gone too
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
 
 
 class RequeueOnce:
@@ -124,10 +129,10 @@ def reap_dead_trials(study: optuna.Study, requeue: RequeueOnce, grace_s: float =
     stale = _stale_trial_ids(study)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = trial.user_attrs.get(ATTR_WORKER)
-        if trial._trial_id in stale:  # noqa: SLF001
-            reason = f"worker {worker} stopped sending heartbeats; re-queued"
-        elif worker is not None and _process_gone(worker):
+        if worker is not None and _process_gone(worker):
             reason = f"worker {worker} died; re-queued"
+        elif trial._trial_id in stale:  # noqa: SLF001
+            reason = f"worker {worker} stopped sending heartbeats; re-queued"
         elif worker is None and _unclaimed_too_long(trial, grace_s):
             reason = "never claimed by a worker; re-queued"
         else:
