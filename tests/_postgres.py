@@ -68,13 +68,13 @@ def postgres_server() -> Iterator[str]:
     run = {"check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "timeout": 120}
     subprocess.run(_as_server_user([str(bindir / "initdb"), "-D", str(data / "db"), "-U", USER,
                                     "-A", "trust", "--no-sync"]), **run)  # type: ignore[call-overload]  # fmt: skip
-    options = f"-k {data} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    options = f"-k {data} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off"
     pg_ctl = str(bindir / "pg_ctl")
     subprocess.run(_as_server_user([pg_ctl, "-D", str(data / "db"), "-o", options, "-l",
                                     str(data / "server.log"), "-w", "start"]), **run)  # type: ignore[call-overload]  # fmt: skip
     try:
         yield f"postgresql+psycopg://{USER}@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(_as_server_user([pg_ctl, "-D", str(data / "db"), "-m", "immediate", "-w",
-                                        "stop"]), check=False, capture_output=True, timeout=60)  # fmt: skip
+        stop = [pg_ctl, "-D", str(data / "db"), "-m", "immediate", "-w", "stop"]
+        subprocess.run(_as_server_user(stop), check=False, capture_output=True, timeout=60)
         shutil.rmtree(data, ignore_errors=True)
