@@ -46,6 +46,8 @@ SYS_FAILED_TRIAL = "failed_trial"
 SYS_RETRY_HISTORY = "retry_history"
 # How often a worker that found every remaining slot taken looks again.
 POLL_S = 0.5
+# How often a worker looks for dead workers' trials (each look costs two queries).
+REAP_EVERY_S = 2.0
 
 Objective = Callable[[Trial], Sequence[float]]
 Callback = Callable[[optuna.Study, FrozenTrial], None]
@@ -177,11 +179,12 @@ def count_states(study: optuna.Study) -> StateCounts:
 
 
 def _claim(
-    study: optuna.Study, budget: int, requeue: RequeueOnce, grace_s: float
+    study: optuna.Study, budget: int, requeue: RequeueOnce | None, grace_s: float
 ) -> tuple[Trial | None, StateCounts]:
     """Under the study lock: reap the dead, then ask for a trial if the budget leaves a slot."""
     with study_lock(study._storage, study.study_name):  # noqa: SLF001
-        reap_dead_trials(study, requeue, grace_s)
+        if requeue is not None:
+            reap_dead_trials(study, requeue, grace_s)
         counts = count_states(study)
         if counts.finished + counts.running >= budget:
             return None, counts
@@ -245,12 +248,15 @@ def run_trials(
     """Run trials until the study holds `budget()` finished ones; returns how many ran here."""
     requeue = requeue or RequeueOnce()
     started = time.monotonic()
-    ran = 0
+    ran, reaped_at = 0, -REAP_EVERY_S
     while max_trials is None or ran < max_trials:
-        if timeout_s is not None and time.monotonic() - started >= timeout_s:
+        now = time.monotonic()
+        if timeout_s is not None and now - started >= timeout_s:
             break
         target = budget()
-        trial, counts = _claim(study, target, requeue, grace_s)
+        reap = now - reaped_at >= REAP_EVERY_S
+        reaped_at = now if reap else reaped_at
+        trial, counts = _claim(study, target, requeue if reap else None, grace_s)
         if trial is None:
             if counts.finished >= target:
                 break
