@@ -5,7 +5,7 @@ alternated `--repeats` times so that a busy machine slows both alike. Target: >=
 idle cores. The sim backend is CPU bound, so the speed-up is what the second core buys minus what
 the shared study costs (the study lock, storage writes, a second interpreter starting).
 
-    python benchmarks/jobs_speed.py [--trials 200] [--repeats 2] [--storage sqlite|journal]
+    python benchmarks/jobs_speed.py [--trials 200] [--repeats 2] [--storage default|journal|sqlite]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def _run(jobs: int, trials: int, storage: str, folder: Path) -> float:
             "--run-dir", str(folder / "run")]  # fmt: skip
     if storage == "journal":
         args += ["--storage", f"journal:{folder / 'journal.log'}"]
+    elif storage == "sqlite":
+        args += ["--storage", f"sqlite:///{folder / 'study.db'}"]
     started = time.perf_counter()
     done = subprocess.run(
         args, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}
@@ -44,7 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--storage", choices=("sqlite", "journal"), default="sqlite")
+    ap.add_argument(
+        "--storage",
+        choices=("default", "journal", "sqlite"),
+        default="default",
+        help="default: no --storage (study.db for --jobs 1, a journal for --jobs N)",
+    )
     args = ap.parse_args(argv)
     walls: dict[int, list[float]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory(prefix="tuner-jobs-") as tmp:

@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 STUDY_FILE = "study.db"
+# `--jobs N` without --storage: local workers share a journal file. Several processes writing one
+# SQLite file wait on its write lock (benchmarks/jobs_speed.py measured --jobs 2 slower than 1).
+JOURNAL_FILE = "study.journal"
 
 
 @dataclass
@@ -118,7 +121,11 @@ def _analyse_and_write(
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
     )
-    files["study"] = run_dir / STUDY_FILE
+    url = storage_url(spec, run_dir)
+    if url.startswith("sqlite:///"):
+        files["study"] = Path(url.removeprefix("sqlite:///"))
+    elif url.startswith("journal:"):
+        files["study"] = Path(url.removeprefix("journal:"))
     return records, result, files
 
 
@@ -153,6 +160,9 @@ def tune(
 ) -> TuneOutcome:
     """Run (or resume) the search and write the run folder; KeyboardInterrupt keeps the work."""
     started = time.perf_counter()
+    if jobs > 1 and spec.storage is None and not resume:
+        journal = (run_dir / JOURNAL_FILE).resolve()
+        spec = spec.model_copy(update={"storage": f"journal:{journal}"})
     with run_folder_lock(run_dir):
         study = open_study(spec, run_dir, create=True)  # refuses a study made for other inputs
         if not resume:
