@@ -101,6 +101,7 @@ def test_four_workers_with_one_killed_end_with_exactly_the_budget(
     assert len(_rows(run / "trials.csv")) == 201
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_heartbeat_stale_trial_of_another_host_is_retried_once(postgres_url: str) -> None:
     storage = make_storage(postgres_url, grace_s=2)
     study = optuna.create_study(study_name=f"hb-{uuid.uuid4().hex[:8]}", storage=storage)
