@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -23,22 +24,27 @@ TARGET_SPEEDUP = 1.6
 TUNE = ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sla", "chat"]
 
 
-def _run(jobs: int, trials: int, storage: str, folder: Path) -> float:
-    """Seconds for one tune (subprocess, start to exit)."""
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # includes the workers it waited for
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(jobs: int, trials: int, storage: str, folder: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one tune (subprocess and its workers, start to exit)."""
     args = [sys.executable, "-m", "tuner", *TUNE, "--trials", str(trials), "--jobs", str(jobs),
             "--run-dir", str(folder / "run")]  # fmt: skip
     if storage == "journal":
         args += ["--storage", f"journal:{folder / 'journal.log'}"]
     elif storage == "sqlite":
         args += ["--storage", f"sqlite:///{folder / 'study.db'}"]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_s()
     done = subprocess.run(
         args, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}
     )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"tune --jobs {jobs} failed ({done.returncode}): {done.stderr[-500:]}")
-    return wall
+    return wall, _cpu_s() - cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,18 +60,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     walls: dict[int, list[float]] = {1: [], 2: []}
+    cpus: dict[int, list[float]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory(prefix="tuner-jobs-") as tmp:
         for i in range(args.repeats):
             for jobs in (1, 2):
                 folder = Path(tmp) / f"{jobs}-{i}"
                 folder.mkdir()
-                walls[jobs].append(_run(jobs, args.trials, args.storage, folder))
+                wall, cpu = _run(jobs, args.trials, args.storage, folder)
+                walls[jobs].append(wall)
+                cpus[jobs].append(cpu)
     print(f"tune llama-3.1-8b / h200-sxm / chat, {args.trials} trials, {args.storage} storage, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-    print(f"{'jobs':>4}  {'runs (s)':<24} {'median s':>9}")
+    # CPU seconds show what sharing one study costs, whatever else runs on the machine.
+    print(f"{'jobs':>4}  {'runs (s)':<24} {'median s':>9} {'CPU s':>7}")
     for jobs, values in walls.items():
         runs = " ".join(f"{v:.1f}" for v in values)
-        print(f"{jobs:>4}  {runs:<24} {statistics.median(values):>9.1f}")
+        cpu = statistics.median(cpus[jobs])
+        print(f"{jobs:>4}  {runs:<24} {statistics.median(values):>9.1f} {cpu:>7.1f}")
     speedup = statistics.median(walls[1]) / statistics.median(walls[2])
     verdict = "meets" if speedup >= TARGET_SPEEDUP else "misses"
     print(f"speed-up --jobs 2 vs --jobs 1: {speedup:.2f}x ({verdict} the {TARGET_SPEEDUP}x target)")
