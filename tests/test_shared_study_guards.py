@@ -167,3 +167,23 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
         assert retry[0].params == t.params
     assert _done(run / "study.db") == target
     assert yaml.safe_load((run / "run.yaml").read_text())["trials"] == target
+
+
+def test_tune_jobs_2_shares_the_budget_between_two_processes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    code, out = _tune("--model", "llama-3.1-8b", "--trials", "24", "--jobs", "2",
+                      "--run-dir", str(run))  # fmt: skip
+    assert code == 0, out
+    assert (run / "study.journal").is_file() and (run / "workers" / "worker-1.log").is_file()
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(run / "study.journal"))
+    )
+    study = optuna.load_study(study_name="tuner", storage=storage)
+    finished = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+    assert len(finished) == len(study.trials) == 24  # exactly the budget, nothing failed
+    # The second process joined with the next seed and stopped at the budget by itself.
+    assert "worker 1 (seed 1) ran" in (run / "workers" / "worker-1.log").read_text()
+    rebuilt = runner.invoke(app, ["report", str(run)])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    _one_error_line(["tune", *SMALL, "--model", "llama-3.1-8b", "--jobs", "0",
+                     "--run-dir", str(tmp_path / "x")])  # fmt: skip
