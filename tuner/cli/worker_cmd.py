@@ -21,7 +21,8 @@ class _TrialLine:
     """One plain line per trial this worker finished (survives a pipe and a log file)."""
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        console.print(f"trial {trial.number} {trial.state.name.lower()}", highlight=False)
+        console.print(f"trial {trial.number} {trial.state.name.lower()}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
 
 
 @app.command()
@@ -61,4 +62,5 @@ def worker(
         f"{outcome.wall_s:.1f} s; study {escape(study)} holds {outcome.finished_in_study} of "
         f"{outcome.spec.trials} finished trials",
         highlight=False,
+        soft_wrap=True,  # one line, whole, also in a pipe or a log file
     )
