@@ -32,7 +32,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def _freeze_a_worker_mid_trial(study: optuna.Study, spare_pid: int) -> tuple[int, int]:
-    """SIGSTOP a worker process that holds a running trial; returns (pid, trial number)."""
+    """SIGSTOP a worker process that holds a running, sampled trial; returns (pid, number)."""
     deadline = time.time() + 60
     while time.time() < deadline:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -41,7 +41,7 @@ def _freeze_a_worker_mid_trial(study: optuna.Study, spare_pid: int) -> tuple[int
                 continue
             os.kill(pid, signal.SIGSTOP)  # frozen: the trial cannot finish under our feet
             again = [x for x in study.get_trials(deepcopy=False) if x.number == t.number][0]
-            if again.state == TrialState.RUNNING:
+            if again.state == TrialState.RUNNING and again.params:  # sampled: there is a variant
                 return pid, t.number
             os.kill(pid, signal.SIGCONT)
         time.sleep(0.05)
