@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from tuner.search.parallel import ATTR_WORKER, RequeueOnce, count_states, reap_dead_trials
 from tuner.search.storage import make_storage, rdb_of
+from tuner.search.trials import ATTR_CONFIG
 
 BASE = ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sla", "chat"]
 
@@ -32,7 +33,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def _freeze_a_worker_mid_trial(study: optuna.Study, spare_pid: int) -> tuple[int, int]:
-    """SIGSTOP a worker process that holds a running, sampled trial; returns (pid, number)."""
+    """SIGSTOP a worker that is evaluating a sampled variant; returns (pid, trial number)."""
     deadline = time.time() + 60
     while time.time() < deadline:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -41,8 +42,8 @@ def _freeze_a_worker_mid_trial(study: optuna.Study, spare_pid: int) -> tuple[int
                 continue
             os.kill(pid, signal.SIGSTOP)  # frozen: the trial cannot finish under our feet
             again = [x for x in study.get_trials(deepcopy=False) if x.number == t.number][0]
-            if again.state == TrialState.RUNNING and again.params:  # sampled: there is a variant
-                return pid, t.number
+            if again.state == TrialState.RUNNING and ATTR_CONFIG in again.user_attrs:
+                return pid, t.number  # sampled and valid: a whole variant is being evaluated
             os.kill(pid, signal.SIGCONT)
         time.sleep(0.05)
     raise AssertionError("no worker was seen mid-trial")
