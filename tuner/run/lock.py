@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tuner.errors import InputError
+from tuner.run.folder import make_run_dir
 
 __all__ = ["LOCK_FILE", "run_folder_lock"]
 
@@ -20,7 +21,7 @@ def run_folder_lock(run_dir: Path) -> Iterator[None]:
     """Hold the run folder for this process; the kernel releases it if the process dies."""
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(f"run folder {run_dir} is a file; name a folder")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_run_dir(run_dir)
     with (run_dir / LOCK_FILE).open("a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

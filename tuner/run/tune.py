@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import shutil
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,8 +16,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.backends import get_backend
-from tuner.errors import InputError, NoFeasibleConfigError
-from tuner.run.folder import write_outputs
+from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
+from tuner.run.folder import make_run_dir, write_outputs
 from tuner.run.jobs import LocalWorkers
 from tuner.run.lock import run_folder_lock
 from tuner.run.shared import bind_spec, claim_worker_number, read_budget
@@ -26,6 +30,8 @@ from tuner.search.trials import TrialRecord
 
 __all__ = [
     "TuneOutcome",
+    "check_run_dir",
+    "readable_study",
     "importances",
     "open_study",
     "rebuild",
@@ -61,8 +67,13 @@ def storage_url(spec: RunSpec, run_dir: Path) -> str:
 
 
 def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
-    """Create or join the run's study (same name, same inputs); each joiner gets its own seed."""
+    """Create or join the run's study (same name, same inputs; each joiner its own seed); never
+    creates a file when `create` is False."""
     url = storage_url(spec, run_dir)
+    if not create and spec.storage is None and not (run_dir / STUDY_FILE).is_file():
+        raise InputError(f"{run_dir}: no {STUDY_FILE} (not a finished or running tune folder)")
+    if url.startswith("journal:") and Path(url.removeprefix("journal:")).is_dir():
+        raise InputError(f"--storage {url}: is a folder; name a journal file (journal:FILE)")
     storage = search.make_storage(url)
     sampler = search.make_sampler(spec.sampler, seed=spec.seed, space=spec.space)
     if not create:
@@ -71,7 +82,7 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
         except KeyError as exc:
             raise InputError(f"{run_dir}: no study {spec.study_name!r} in its storage") from exc
     study = search.create_study(storage, spec.study_name, spec.sla, sampler)
-    bind_spec(study, spec, url)
+    bind_spec(study, spec, url)  # refuses a study made for other inputs
     # The first process keeps --seed (a repeat proposes the same variants); joiners differ.
     number = claim_worker_number(study)
     if number:
@@ -113,10 +124,21 @@ def importances(
     return out
 
 
+@contextmanager
+def readable_study(where: Path) -> Iterator[None]:
+    """Turn a study whose stored JSON is corrupted (hand-edited, truncated) into one line."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: the study's stored trials are corrupted ({exc.msg}); "
+                         "start a new run folder") from exc  # fmt: skip
+
+
 def _analyse_and_write(
     spec: RunSpec, study: optuna.Study, run_dir: Path
 ) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
-    records = search.records(study)
+    with readable_study(run_dir):
+        records = search.records(study)
     result = analyze(records, spec.sla)
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
@@ -129,25 +151,92 @@ def _analyse_and_write(
     return records, result, files
 
 
-def _search(
-    spec: RunSpec,
-    run_dir: Path,
-    study: optuna.Study,
-    jobs: int,
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
-) -> tuple[int, list[str]]:
-    """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met."""
+class _DropInterruptTraceback(logging.Filter):
+    """Optuna logs a Ctrl-C'd trial with its full traceback; the CLI says it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[0] if record.exc_info else None
+        return not (exc is not None and issubclass(exc, KeyboardInterrupt))
+
+
+@contextmanager
+def _quiet_interrupts() -> Iterator[None]:
+    logger, quiet = logging.getLogger("optuna.study._optimize"), _DropInterruptTraceback()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
+    """Refuse to write `spec` into a folder that already holds a different run."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir}: is a file; the run folder must be a folder")
+    if not (run_dir / RUN_FILE).exists():
+        if (run_dir / STUDY_FILE).exists():
+            raise InputError(f"{run_dir}: holds a {STUDY_FILE} but no {RUN_FILE}; choose another "
+                             "--run-dir")  # fmt: skip
+        return
+    earlier = load_run_spec(run_dir)
+    differs = spec.differs_from(earlier)
+    if differs:
+        raise InputError(
+            f"{run_dir} holds another run ({earlier.model.name} on {earlier.gpu.name}, SLA "
+            f"{earlier.sla.name}, backend {earlier.backend}; differs in {', '.join(differs)}): "
+            f"choose another --run-dir, or continue that run with --resume {run_dir}"
+        )
+
+
+def _finished_trials(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, search.Evaluator]:
+    """Build the backend, write run.yaml, open the study: everything before the first trial."""
     options = dict(spec.backend_options)
     if spec.backend == "vllm":
         # Server logs belong with the run they explain, not in a temp folder.
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
     backend = get_backend(spec.backend, **options)
-    evaluator = search.Evaluator(backend, spec.context(), spec.space, spec.drafts)
+    make_run_dir(run_dir)
+    study = open_study(spec, run_dir, create=True)  # before run.yaml: it may refuse the study
+    if not resume:
+        (run_dir / RUN_FILE).write_text(spec.to_yaml())
+    evaluator = search.Evaluator(
+        backend, spec.context(), spec.space, spec.drafts, metrics_key=spec.metrics_key()
+    )
+    return study, evaluator
+
+
+def _search(
+    spec: RunSpec,
+    run_dir: Path,
+    study: optuna.Study,
+    evaluator: search.Evaluator,
+    jobs: int,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
+) -> list[str]:
+    """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met."""
     url = storage_url(spec, run_dir)
     with LocalWorkers(url, spec.study_name, jobs - 1, run_dir / "workers") as workers:
         run_trials(study, evaluator, budget=lambda: read_budget(study, spec.trials),
                    timeout_s=spec.timeout_s, callbacks=callbacks or ())  # fmt: skip
-    return evaluator.evaluations, workers.errors
+    return workers.errors
+
+
+def _write_after_search(
+    spec: RunSpec, study: optuna.Study, run_dir: Path
+) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
+    try:
+        return _analyse_and_write(spec, study, run_dir)
+    except KeyboardInterrupt:
+        raise InterruptedRunError(
+            f"interrupted while writing {run_dir}: its report, CSVs and exports are incomplete; "
+            f"the trials are kept in the study, rebuild them with `tuner report {run_dir}`"
+        ) from None
 
 
 def tune(
@@ -155,34 +244,70 @@ def tune(
     run_dir: Path,
     *,
     resume: bool = False,
+    fresh: bool = False,
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
     jobs: int = 1,
 ) -> TuneOutcome:
-    """Run (or resume) the search and write the run folder; KeyboardInterrupt keeps the work."""
-    started = time.perf_counter()
+    """Run (or resume) the search and write the run folder; Ctrl-C keeps the finished trials.
+
+    `fresh` says the caller created `run_dir` for this run: a run that fails before any trial
+    finishes removes it again, so a failed tune leaves no empty folder behind. `jobs` - 1 worker
+    processes join the study; one process at a time holds a run folder.
+    """
+    if not resume:
+        check_run_dir(spec, run_dir)
     if jobs > 1 and spec.storage is None and not resume:
-        journal = (run_dir / JOURNAL_FILE).resolve()
-        spec = spec.model_copy(update={"storage": f"journal:{journal}"})
+        spec = spec.model_copy(update={"storage": f"journal:{(run_dir / JOURNAL_FILE).resolve()}"})
+    created = fresh or not run_dir.exists()
+    make_run_dir(run_dir)
     with run_folder_lock(run_dir):
-        study = open_study(spec, run_dir, create=True)  # refuses a study made for other inputs
-        if not resume:
-            (run_dir / RUN_FILE).write_text(spec.to_yaml())
-        requeue = RequeueOnce()
-        with study_lock(study._storage, study.study_name):  # noqa: SLF001
-            reap_dead_trials(study, requeue)  # trials of a killed earlier run, queued again
-        evaluations, errors = 0, list[str]()
-        try:
-            evaluations, errors = _search(spec, run_dir, study, jobs, callbacks)
-        finally:
-            # Ctrl-C still leaves a complete run folder for the trials that finished.
-            records, result, files = _analyse_and_write(spec, study, run_dir)
+        return _tune_locked(spec, run_dir, resume, created, callbacks, jobs)
+
+
+def _tune_locked(
+    spec: RunSpec,
+    run_dir: Path,
+    resume: bool,
+    created: bool,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
+    jobs: int,
+) -> TuneOutcome:
+    started = time.perf_counter()
+    try:
+        study, evaluator = _start(spec, run_dir, resume)
+    except BaseException:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    requeue = RequeueOnce()
+    with readable_study(run_dir), study_lock(study._storage, study.study_name):  # noqa: SLF001
+        reap_dead_trials(study, requeue)  # trials of a killed earlier run, queued again
+    stopped, errors = False, list[str]()
+    try:
+        with _quiet_interrupts(), readable_study(run_dir):
+            errors = _search(spec, run_dir, study, evaluator, jobs, callbacks)
+    except KeyboardInterrupt:
+        stopped = True
+    except BaseException:
+        if created and _finished_trials(study) == 0:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    if stopped and created and _finished_trials(study) == 0:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise InterruptedRunError(f"interrupted before any trial finished; removed {run_dir}")
+    records, result, files = _write_after_search(spec, study, run_dir)
+    if stopped:
+        raise InterruptedRunError(
+            f"interrupted; {_finished_trials(study)} finished trials are kept and written to "
+            f"{run_dir}; continue with `tuner tune --resume {run_dir}`"
+        )
     return TuneOutcome(
         spec=spec,
         run_dir=run_dir,
         records=records,
         result=result,
         files=files,
-        evaluations=evaluations,
+        evaluations=evaluator.evaluations,
         wall_s=time.perf_counter() - started,
         interrupted_trials=requeue.failed,
         worker_errors=errors,
