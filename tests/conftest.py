@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -26,3 +27,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server on loopback for this test session (skips where none exists)."""
+    from tests._postgres import missing_reason, postgres_server
+
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(f"no PostgreSQL: {reason}")
+    with postgres_server() as url:
+        yield url

@@ -8,6 +8,7 @@ from tuner.cli import (
     plan_cmd,  # noqa: F401
     predict_cmd,  # noqa: F401
     tune_cmd,  # noqa: F401
+    worker_cmd,  # noqa: F401
 )
 from tuner.cli.app import app
 

@@ -31,6 +31,8 @@ from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import DEFAULT_TRIALS, RunSpec, build_run_spec, load_run_spec, run_dir_name
 from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommendation, tune
+from tuner.run.worker import rebuild_from_storage
+from tuner.search.parallel import count_states
 from tuner.search.trials import ATTR_METRICS
 from tuner.specs import DEFAULT_SAMPLER
 
@@ -52,12 +54,13 @@ class _ProgressCallback:
             tput = float(metrics["output_tokens_per_s_per_gpu"])
             self.best = tput if self.best is None else max(self.best, tput)
         best = "-" if self.best is None else f"{self.best:,.0f}"
-        self.done += 1
+        # Other workers finish trials too: count the study's, not this process's.
+        self.done = count_states(study).finished
         if self.progress is None:
             say(f"trial {trial.number} {trial.state.name.lower()} ({self.done}/{self.total}); "
                 f"best feasible {best} tok/s/GPU")  # fmt: skip
         else:
-            self.progress.update(self.task, advance=1, best=best)
+            self.progress.update(self.task, completed=self.done, best=best)
 
 
 def _cell(value: object) -> str:
@@ -157,10 +160,13 @@ def tune_command(
     ),
     resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
     knob_flags: dict[str, str | None] | None = None,
+    jobs: Annotated[int, typer.Option(help="Local worker processes on this study")] = 1,
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     _check_overrides(ctx, resume=resume, config=config)
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs}: must be at least 1")
     if resume is not None:
         spec = load_run_spec(resume)
     elif config is not None:
@@ -183,7 +189,10 @@ def tune_command(
     overrides = {"trials": trials, "timeout_s": timeout}
     spec = spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     with _progress(spec) as callback:
-        outcome = tune(spec, folder, resume=resume is not None, fresh=fresh, callbacks=[callback])
+        outcome = tune(spec, folder, resume=resume is not None, fresh=fresh, callbacks=[callback],
+                       jobs=jobs)  # fmt: skip
+    for line in outcome.worker_errors:
+        print_note(f"warning: {line}")
     finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
     say(f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
         f"{outcome.wall_s:.1f} s")  # fmt: skip
@@ -220,8 +229,8 @@ def _target_folder(
 
 # Flags that may change a run loaded from run.yaml (--config) or a run folder (--resume); every
 # other flag would be silently ignored, so it is refused.
-_CONFIG_OVERRIDES = frozenset({"trials", "timeout", "out", "run_dir", "config"})
-_RESUME_OVERRIDES = frozenset({"trials", "timeout", "resume"})
+_CONFIG_OVERRIDES = frozenset({"trials", "timeout", "out", "run_dir", "config", "jobs"})
+_RESUME_OVERRIDES = frozenset({"trials", "timeout", "resume", "jobs"})
 
 
 def _check_overrides(ctx: typer.Context, *, resume: Path | None, config: Path | None) -> None:
@@ -260,9 +269,22 @@ def _progress(spec: RunSpec) -> Iterator[Callable[[optuna.Study, FrozenTrial], N
 
 @app.command()
 @guarded
-def report(run_dir: Annotated[Path, typer.Argument(help="Run folder")]) -> None:
+def report(
+    run_dir: Annotated[
+        Path | None, typer.Argument(help="Run folder (written from --storage when given)")
+    ] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Shared study storage URL: report it from any host")
+    ] = None,
+    study: Annotated[str, typer.Option(help="Study name in --storage")] = "tuner",
+) -> None:
     """Rebuild a run folder's report, CSVs, best.yaml and exports from its study."""
-    outcome = rebuild(run_dir)
+    if storage is not None:
+        outcome = rebuild_from_storage(storage, study, run_dir)
+    elif run_dir is None:
+        raise InputError("give a run folder, or --storage URL --study NAME for a shared study")
+    else:
+        outcome = rebuild(run_dir)
     console.print(f"rebuilt {len(outcome.records)} trials in {outcome.wall_s:.1f} s")
     _print_outcome(outcome)
 

@@ -9,7 +9,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
@@ -18,9 +18,14 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.backends import get_backend
 from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
 from tuner.run.folder import make_run_dir, write_outputs
+from tuner.run.jobs import LocalWorkers
+from tuner.run.lock import run_folder_lock
+from tuner.run.shared import bind_spec, claim_worker_number, read_budget
 from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
+from tuner.search.parallel import RequeueOnce, reap_dead_trials, run_trials
 from tuner.search.pareto import ParetoResult, analyze, no_feasible_message
+from tuner.search.storage import study_lock
 from tuner.search.trials import TrialRecord
 
 __all__ = [
@@ -36,6 +41,9 @@ __all__ = [
 ]
 
 STUDY_FILE = "study.db"
+# `--jobs N` without --storage: local workers share a journal file. Several processes writing one
+# SQLite file wait on its write lock (benchmarks/jobs_speed.py measured --jobs 2 slower than 1).
+JOURNAL_FILE = "study.journal"
 
 
 @dataclass
@@ -50,6 +58,7 @@ class TuneOutcome:
     evaluations: int = 0
     wall_s: float = 0.0
     interrupted_trials: list[int] | None = None
+    worker_errors: list[str] = field(default_factory=list)
 
 
 def storage_url(spec: RunSpec, run_dir: Path) -> str:
@@ -58,8 +67,8 @@ def storage_url(spec: RunSpec, run_dir: Path) -> str:
 
 
 def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
-    """Create or join the run's study (same name, same objectives); never creates a file when
-    `create` is False."""
+    """Create or join the run's study (same name, same inputs; each joiner its own seed); never
+    creates a file when `create` is False."""
     url = storage_url(spec, run_dir)
     if not create and spec.storage is None and not (run_dir / STUDY_FILE).is_file():
         raise InputError(f"{run_dir}: no {STUDY_FILE} (not a finished or running tune folder)")
@@ -74,7 +83,14 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)
         except KeyError as exc:
             raise InputError(f"{run_dir}: no study {spec.study_name!r} in its storage") from exc
-    return search.create_study(storage, spec.study_name, spec.sla, sampler)
+    study = search.create_study(storage, spec.study_name, spec.sla, sampler)
+    bind_spec(study, spec, url)  # refuses a study made for other inputs
+    # The first process keeps --seed (a repeat proposes the same variants); joiners differ.
+    number = claim_worker_number(study)
+    if number:
+        study.sampler = search.make_sampler(spec.sampler, seed=spec.seed + number,
+                                            space=spec.space)  # fmt: skip
+    return study
 
 
 def _objective_getter(index: int, maximize: bool) -> Callable[[FrozenTrial], float]:
@@ -129,7 +145,11 @@ def _analyse_and_write(
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
     )
-    files["study"] = run_dir / STUDY_FILE
+    url = storage_url(spec, run_dir)
+    if url.startswith("sqlite:///"):
+        files["study"] = Path(url.removeprefix("sqlite:///"))
+    elif url.startswith("journal:"):
+        files["study"] = Path(url.removeprefix("journal:"))
     return records, result, files
 
 
@@ -184,13 +204,29 @@ def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, se
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
     backend = get_backend(spec.backend, **options)
     make_run_dir(run_dir)
+    study = open_study(spec, run_dir, create=True)  # before run.yaml: it may refuse the study
     if not resume:
         (run_dir / RUN_FILE).write_text(spec.to_yaml())
-    study = open_study(spec, run_dir, create=True)
     evaluator = search.Evaluator(
         backend, spec.context(), spec.space, spec.drafts, metrics_key=spec.metrics_key()
     )
     return study, evaluator
+
+
+def _search(
+    spec: RunSpec,
+    run_dir: Path,
+    study: optuna.Study,
+    evaluator: search.Evaluator,
+    jobs: int,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
+) -> list[str]:
+    """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met."""
+    url = storage_url(spec, run_dir)
+    with LocalWorkers(url, spec.study_name, jobs - 1, run_dir / "workers") as workers:
+        run_trials(study, evaluator, budget=lambda: read_budget(study, spec.trials),
+                   timeout_s=spec.timeout_s, callbacks=callbacks or ())  # fmt: skip
+    return workers.errors
 
 
 def _write_after_search(
@@ -212,29 +248,46 @@ def tune(
     resume: bool = False,
     fresh: bool = False,
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+    jobs: int = 1,
 ) -> TuneOutcome:
     """Run (or resume) the search and write the run folder; Ctrl-C keeps the finished trials.
 
     `fresh` says the caller created `run_dir` for this run: a run that fails before any trial
-    finishes removes it again, so a failed tune leaves no empty folder behind.
+    finishes removes it again, so a failed tune leaves no empty folder behind. `jobs` - 1 worker
+    processes join the study; one process at a time holds a run folder.
     """
-    started = time.perf_counter()
     if not resume:
         check_run_dir(spec, run_dir)
+    if jobs > 1 and spec.storage is None and not resume:
+        spec = spec.model_copy(update={"storage": f"journal:{(run_dir / JOURNAL_FILE).resolve()}"})
     created = fresh or not run_dir.exists()
+    make_run_dir(run_dir)
+    with run_folder_lock(run_dir):
+        return _tune_locked(spec, run_dir, resume, created, callbacks, jobs)
+
+
+def _tune_locked(
+    spec: RunSpec,
+    run_dir: Path,
+    resume: bool,
+    created: bool,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
+    jobs: int,
+) -> TuneOutcome:
+    started = time.perf_counter()
     try:
         study, evaluator = _start(spec, run_dir, resume)
     except BaseException:
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    with readable_study(run_dir):
-        interrupted = search.fail_interrupted_trials(study) if resume else []
-    stopped = False
+    requeue = RequeueOnce()
+    with readable_study(run_dir), study_lock(study._storage, study.study_name):  # noqa: SLF001
+        reap_dead_trials(study, requeue)  # trials of a killed earlier run, queued again
+    stopped, errors = False, list[str]()
     try:
         with _quiet_interrupts(), readable_study(run_dir):
-            search.optimize(study, evaluator, trials=spec.trials, timeout_s=spec.timeout_s,
-                            callbacks=callbacks)  # fmt: skip
+            errors = _search(spec, run_dir, study, evaluator, jobs, callbacks)
     except KeyboardInterrupt:
         stopped = True
     except BaseException:
@@ -258,7 +311,8 @@ def tune(
         files=files,
         evaluations=evaluator.evaluations,
         wall_s=time.perf_counter() - started,
-        interrupted_trials=interrupted,
+        interrupted_trials=requeue.failed,
+        worker_errors=errors,
     )
 
 

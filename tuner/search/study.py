@@ -9,7 +9,6 @@ reason kept as a trial attribute; duplicate variants reuse the first evaluation.
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
@@ -23,6 +22,8 @@ from tuner.backends import Backend
 from tuner.errors import InputError
 from tuner.knobs import searched
 from tuner.search.objectives import constraint_names, constraint_values, objectives_for
+from tuner.search.parallel import run_trials
+from tuner.search.storage import make_storage
 from tuner.search.trials import (
     ATTR_CONFIG,
     ATTR_DUPLICATE_OF,
@@ -50,7 +51,6 @@ __all__ = [
     "Evaluator",
     "config_from_params",
     "create_study",
-    "fail_interrupted_trials",
     "grid_values",
     "make_sampler",
     "make_storage",
@@ -68,10 +68,6 @@ STARTUP_TRIALS = 10
 NSGA2_POPULATION = 20
 # Grid search keeps at most this many values of an integer range (evenly spaced, ends kept).
 GRID_POINTS_PER_RANGE = 8
-
-# Several workers opening one new RDB study race to create its tables: retry this often.
-STORAGE_OPEN_ATTEMPTS = 5
-STORAGE_RETRY_S = 0.5
 
 
 def _choices(values: Iterable[Any]) -> list[Any]:
@@ -179,25 +175,6 @@ def make_sampler(
         grid = {k: grid_values(v) for k, v in conditioned.items() if v is not None}
         return optuna.samplers.GridSampler(grid, seed=seed)
     raise InputError(f"unknown sampler {name!r}; allowed: {', '.join(SAMPLERS)}")
-
-
-def make_storage(url: str) -> optuna.storages.BaseStorage:
-    """An Optuna storage from a URL: any SQLAlchemy RDB URL, or `journal:PATH` (file journal)."""
-    if url.startswith("journal:"):
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-    last: Exception | None = None
-    for attempt in range(STORAGE_OPEN_ATTEMPTS):
-        try:
-            return optuna.storages.RDBStorage(url)
-        except (ImportError, ValueError) as exc:  # bad URL or missing DB driver: no retry
-            raise InputError(f"cannot open storage {url!r}: {exc}") from exc
-        except Exception as exc:  # SQLAlchemy OperationalError etc. (schema race, lock)
-            last = exc
-            # Workers started together race to create the schema; the loser retries.
-            time.sleep(STORAGE_RETRY_S * (attempt + 1))
-    raise InputError(f"cannot open storage {url!r}: {last}") from last
 
 
 def create_study(
@@ -311,24 +288,6 @@ class Evaluator:
         return [o.value(metrics) for o in self.objectives]
 
 
-def _finished(study: optuna.Study) -> int:
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    return len(done)
-
-
-def fail_interrupted_trials(study: optuna.Study) -> list[int]:
-    """Mark trials left RUNNING by a killed process as failed and queue their knobs again."""
-    interrupted = []
-    storage = study._storage  # noqa: SLF001  (Optuna exposes no public setter for this)
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        storage.set_trial_user_attr(t._trial_id, ATTR_REASON, "interrupted; re-queued")  # noqa: SLF001
-        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)  # noqa: SLF001
-        if t.params:
-            study.enqueue_trial(t.params, skip_if_exists=False)
-        interrupted.append(t.number)
-    return interrupted
-
-
 def optimize(
     study: optuna.Study,
     evaluator: Evaluator,
@@ -338,18 +297,8 @@ def optimize(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
 ) -> None:
     """Run trials until the study holds `trials` finished ones (shared with other workers)."""
-    remaining = trials - _finished(study)
-    if remaining <= 0:
-        return
-    stop = optuna.study.MaxTrialsCallback(trials, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    study.optimize(
-        evaluator,
-        n_trials=remaining,
-        timeout=timeout_s,
-        callbacks=[stop, *(callbacks or [])],
-        catch=(),
-        gc_after_trial=False,
-    )
+    run_trials(study, evaluator, budget=lambda: trials, timeout_s=timeout_s,
+               callbacks=callbacks or ())  # fmt: skip
 
 
 def records(study: optuna.Study) -> list[TrialRecord]:

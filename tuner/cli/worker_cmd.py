@@ -1,0 +1,66 @@
+"""`tuner worker`: join a study that `tuner tune --storage URL --study NAME` created."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import optuna
+import typer
+from optuna.trial import FrozenTrial
+from rich.markup import escape
+
+from tuner.cli.app import app, console, guarded
+from tuner.errors import InputError
+from tuner.run.worker import work
+from tuner.search.storage import GRACE_S
+
+__all__ = ["worker"]
+
+
+class _TrialLine:
+    """One plain line per trial this worker finished (survives a pipe and a log file)."""
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        console.print(f"trial {trial.number} {trial.state.name.lower()}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+
+
+@app.command()
+@guarded
+def worker(
+    storage: Annotated[str, typer.Option(help="Optuna storage URL of the shared study")],
+    study: Annotated[str, typer.Option(help="Study name, as given to `tuner tune --study`")],
+    backend: Annotated[
+        str | None, typer.Option(help="Expected backend; refused if the study uses another")
+    ] = None,
+    model_path: Annotated[
+        str | None, typer.Option(help="Weights folder on this host (torch/vllm)")
+    ] = None,
+    trials: Annotated[
+        int | None, typer.Option(help="Stop after this many trials of this worker")
+    ] = None,
+    until_done: Annotated[
+        bool, typer.Option("--until-done", help="Work until the study's budget is met (default)")
+    ] = False,
+    grace_s: Annotated[
+        int, typer.Option(help="Seconds without a heartbeat before a worker's trial is retried")
+    ] = GRACE_S,
+) -> None:
+    """Evaluate trials of a shared study on this host until the study's trial budget is met."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if trials is not None and until_done:
+        raise InputError("--trials N and --until-done are exclusive: choose one")
+    if trials is not None and trials < 1:
+        raise InputError(f"--trials {trials}: must be at least 1")
+    if grace_s < 2:
+        raise InputError(f"--grace-s {grace_s}: must be at least 2 seconds")
+    outcome = work(storage, study, backend=backend, model_path=model_path, max_trials=trials,
+                   grace_s=grace_s, callbacks=[_TrialLine()])  # fmt: skip
+    console.print(
+        f"worker {outcome.worker_number} (seed {outcome.seed}) ran {outcome.trials} trials "
+        f"({outcome.evaluations} evaluations by {escape(outcome.spec.backend)}) in "
+        f"{outcome.wall_s:.1f} s; study {escape(study)} holds {outcome.finished_in_study} of "
+        f"{outcome.spec.trials} finished trials",
+        highlight=False,
+        soft_wrap=True,  # one line, whole, also in a pipe or a log file
+    )
