@@ -10,9 +10,10 @@ import importlib
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InputError
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, find_capacity, workload_at
 from tuner.specs import Context, EngineConfig, Metrics
 
-__all__ = ["BACKENDS", "Backend", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "capacity_extra", "evaluate_capacity", "get_backend"]
 
 
 @runtime_checkable
@@ -48,3 +49,61 @@ def get_backend(name: str, **options: Any) -> Backend:
         ) from exc
     backend: Backend = getattr(module, factory)(**options)
     return backend
+
+
+# A backend with no saturation estimate starts its capacity search here (req/s or users).
+_FIRST_RATE_RPS = 0.5
+
+
+def capacity_extra(cap: Capacity, percentile: int) -> dict[str, float | int | str | bool | None]:
+    """The scalar summary of a capacity search, for `Metrics.extra` (CSV/report columns)."""
+    top, op = cap.at_sla, cap.operating
+    light = cap.points[0] if cap.points else None  # the lightest load probed, met or not
+    return {
+        "light_load_tpot_ms": light.tpot_ms.at(percentile) if light else None,
+        "load_mode": cap.mode,
+        "capacity_load": top.load if top else 0.0,
+        "capacity_rps_per_gpu": cap.rps_per_gpu,
+        "capacity_tok_s_per_gpu": cap.tok_s_per_gpu,
+        "operating_load": op.load if op else None,
+        "operating_rps_per_gpu": op.requests_per_s_per_gpu if op else None,
+        "operating_tok_s_per_gpu": op.output_tokens_per_s_per_gpu if op else None,
+        "capacity_probes": cap.probes,
+        "capacity_probe_s": round(cap.probe_s, 3),
+        "capacity_budget_exhausted": cap.budget_exhausted,
+    }
+
+
+def evaluate_capacity(
+    backend: Backend,
+    config: EngineConfig,
+    ctx: Context,
+    *,
+    mode: LoadMode = "rate",
+    budget: ProbeBudget | None = None,
+) -> tuple[Capacity, Metrics]:
+    """Capacity of `config` and its Metrics at the capacity load (extra carries the summary).
+
+    A backend with its own `capacity_search` method (the simulator knows its saturated rate; measured
+    backends keep one engine up across probes) is used as is; any other backend is probed through
+    `evaluate` with the workload driven at each load.
+    """
+    own = getattr(backend, "capacity_search", None)
+    if own is not None:
+        cap, metrics = own(config, ctx, mode=mode, budget=budget)
+    else:
+        runs: dict[float, Metrics] = {}
+
+        def probe(load: float) -> Metrics:
+            runs[load] = backend.evaluate(config, ctx.model_copy(
+                update={"workload": workload_at(ctx.workload, mode, load)}))  # fmt: skip
+            return runs[load]
+
+        low = _FIRST_RATE_RPS if mode == "rate" else 1.0
+        cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
+                                    tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
+        top = cap.at_sla
+        metrics = failed or runs[top.load if top else min(runs)]
+    if metrics.feasible:
+        metrics = metrics.model_copy(update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile)}})
+    return cap, metrics

@@ -33,9 +33,10 @@ from tuner.specs import SLA, Workload
 
 __all__ = ["build_run_spec", "export", "report", "tune_command"]
 
-# Closed-loop users of the default tuning workload: a moderately busy replica. Tune with
-# --concurrency / --rate (or --workload FILE) to match real traffic.
+# Closed-loop users of the fixed-load comparison in benchmarks (a moderately busy replica): the
+# default tune searches each variant's capacity instead; --concurrency / --rate fix the load.
 DEFAULT_TUNE_CONCURRENCY = 32
+CAPACITY_LOADS = ("rate", "users")
 
 
 def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | None) -> SLA:
@@ -60,8 +61,6 @@ def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
     base: dict[str, Any] = {}
     if file is not None:
         base = catalog.load_yaml_model(file, Workload).model_dump()
-    elif "rate_rps" not in given:
-        base = {"concurrency": DEFAULT_TUNE_CONCURRENCY}
     if "rate_rps" in given:
         base.pop("concurrency", None)
     try:
@@ -92,8 +91,15 @@ def build_run_spec(
     storage: str | None = None,
     study_name: str = "tuner",
     compile_step: bool = False,
+    capacity_load: str = "rate",
 ) -> RunSpec:
-    """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
+    """Resolve tune's flags into a RunSpec; a fixed rate or concurrency selects fixed-load mode."""
+    if capacity_load not in CAPACITY_LOADS:
+        raise InputError(
+            f"--capacity-load {capacity_load!r} is not one of: {', '.join(CAPACITY_LOADS)}"
+        )
+    work = _workload(workload_file, workload_fields or {})
+    fixed = work.rate_rps is not None or work.concurrency is not None
     model_spec = catalog.load_model(model)
     search_space = catalog.load_search_space(space)
     options: dict[str, Any] = {"model_path": model_path} if model_path else {}
@@ -105,7 +111,9 @@ def build_run_spec(
         "model": model_spec,
         "gpu": catalog.load_gpu(gpu),
         "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
-        "workload": _workload(workload_file, workload_fields or {}),
+        "workload": work,
+        "mode": "fixed" if fixed else "capacity",
+        "capacity_load": capacity_load,
         "space": search_space,
         "num_gpus": num_gpus,
         "drafts": resolve_drafts(search_space),
@@ -195,8 +203,15 @@ def tune_command(
     workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
     isl: Annotated[int | None, typer.Option(help="Input tokens per request")] = None,
     osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
-    rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Closed-loop users: fixed-load mode at this load")
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Poisson rate, req/s: fixed-load mode at this load")
+    ] = None,
+    capacity_load: Annotated[
+        str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
+    ] = "rate",
     num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
     prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
     acceptance: Annotated[
@@ -245,7 +260,7 @@ def tune_command(
                              "ngram_acceptance_rate": ngram_acceptance},
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
-            study_name=study, compile_step=compile_step,
+            study_name=study, compile_step=compile_step, capacity_load=capacity_load,
         )  # fmt: skip
         folder = run_dir or out / run_dir_name(spec, datetime.now())
     if trials is not None and (resume is not None or config is not None):

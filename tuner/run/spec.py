@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner import __version__, catalog
 from tuner.errors import InputError
+from tuner.perf.capacity import LoadMode, ProbeBudget
 from tuner.search.study import DEFAULT_SAMPLER, SAMPLERS
 from tuner.specs import SLA, Context, GPUProfile, ModelSpec, SearchSpace, Workload
 
@@ -36,6 +37,14 @@ class RunSpec(BaseModel):
         default_factory=dict, description="Draft models of the space, resolved"
     )
     model_source: str = Field(description="Model id the exports serve (HF id or path)")
+    mode: Literal["capacity", "fixed"] = Field(
+        default="capacity",
+        description="capacity: each variant's highest load meeting the SLA; fixed: the workload's",
+    )
+    capacity_load: LoadMode = Field(
+        default="rate", description="Load the capacity search varies: Poisson rate or users"
+    )
+    probe_budget: ProbeBudget = Field(default_factory=ProbeBudget)
     backend: str = "sim"
     backend_options: dict[str, Any] = Field(default_factory=dict)
     sampler: str = DEFAULT_SAMPLER
@@ -50,6 +59,11 @@ class RunSpec(BaseModel):
         """The backend context (draft resolved per trial by the evaluator)."""
         return Context(model=self.model, gpu=self.gpu, sla=self.sla, workload=self.workload,
                        num_gpus=self.num_gpus)  # fmt: skip
+
+    @property
+    def is_capacity(self) -> bool:
+        """Whether this run searches each variant's capacity (not one fixed load)."""
+        return self.mode == "capacity"
 
     def check(self) -> RunSpec:
         """Cross-field checks that pydantic field types cannot express."""

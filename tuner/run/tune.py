@@ -60,7 +60,8 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)
         except KeyError as exc:
             raise InputError(f"{run_dir}: no study {spec.study_name!r} in its storage") from exc
-    return search.create_study(storage, spec.study_name, spec.sla, sampler)
+    return search.create_study(storage, spec.study_name, spec.sla, sampler,
+                               capacity=spec.is_capacity)  # fmt: skip
 
 
 def _objective_getter(index: int, maximize: bool) -> Callable[[FrozenTrial], float]:
@@ -100,7 +101,7 @@ def _analyse_and_write(
     spec: RunSpec, study: optuna.Study, run_dir: Path
 ) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
     records = search.records(study)
-    result = analyze(records, spec.sla)
+    result = analyze(records, spec.sla, capacity=spec.is_capacity)
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
     )
@@ -127,7 +128,10 @@ def tune(
         # Server logs belong with the run they explain, not in a temp folder.
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
     backend = get_backend(spec.backend, **options)
-    evaluator = search.Evaluator(backend, spec.context(), spec.space, spec.drafts)
+    evaluator = search.Evaluator(
+        backend, spec.context(), spec.space, spec.drafts,
+        capacity=spec.capacity_load if spec.is_capacity else None, budget=spec.probe_budget,
+    )  # fmt: skip
     try:
         search.optimize(
             study, evaluator, trials=spec.trials, timeout_s=spec.timeout_s, callbacks=callbacks
