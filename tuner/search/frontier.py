@@ -25,6 +25,7 @@ __all__ = [
     "FrontPoint",
     "capacity_frontier",
     "frontier_history",
+    "ranked_by_capacity",
     "recommend_capacity",
 ]
 
@@ -159,20 +160,25 @@ def frontier_history(
     return (per_trial[-1] if per_trial else 0.0), per_trial
 
 
-def recommend_capacity(records: list[TrialRecord], sla: SLA) -> tuple[int | None, bool]:
-    """The trial with the highest goodput per GPU at its headroom operating point (see rule)."""
+def ranked_by_capacity(records: list[TrialRecord], sla: SLA) -> list[TrialRecord]:
+    """Variants with a capacity, best first by the rule (those with headroom before the rest)."""
+
+    def rank(r: TrialRecord) -> tuple[bool, float, float, int, int]:
+        assert r.capacity is not None and r.config is not None
+        point = r.capacity.operating or r.capacity.at_sla
+        assert point is not None
+        return (r.capacity.operating is None, -point.output_tokens_per_s_per_gpu,
+                point.tpot_ms.at(sla.percentile), r.config.tensor_parallel_size, r.number)  # fmt: skip
+
     candidates = [r for r in records if r.capacity is not None and r.capacity.at_sla is not None
                   and r.duplicate_of is None and r.config is not None]  # fmt: skip
-    roomy = [r for r in candidates if r.capacity and r.capacity.operating is not None]
-    pool, headroom = (roomy, True) if roomy else (candidates, False)
-    if not pool:
+    return sorted(candidates, key=rank)
+
+
+def recommend_capacity(records: list[TrialRecord], sla: SLA) -> tuple[int | None, bool]:
+    """The trial with the highest goodput per GPU at its headroom operating point (see rule)."""
+    ranked = ranked_by_capacity(records, sla)
+    if not ranked:
         return None, False
-
-    def rank(r: TrialRecord) -> tuple[float, float, int, int]:
-        assert r.capacity is not None and r.config is not None
-        point = r.capacity.operating if headroom else r.capacity.at_sla
-        assert point is not None
-        return (-point.output_tokens_per_s_per_gpu, point.tpot_ms.at(sla.percentile),
-                r.config.tensor_parallel_size, r.number)  # fmt: skip
-
-    return min(pool, key=rank).number, headroom
+    best = ranked[0]
+    return best.number, best.capacity is not None and best.capacity.operating is not None
