@@ -23,6 +23,7 @@ from rich.table import Table
 
 from tuner import catalog
 from tuner.cli.app import app, console, guarded
+from tuner.cli.tune_summary import print_capacity_summary
 from tuner.errors import InputError
 from tuner.run.folder import write_exports
 from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
@@ -133,6 +134,13 @@ def build_run_spec(
         raise InputError(catalog.format_validation_error(exc, "tune flags", RunSpec)) from exc
 
 
+def _load_text(spec: RunSpec) -> str:
+    wl = spec.workload
+    if wl.rate_rps is not None:
+        return f"Poisson rate {wl.rate_rps:g} req/s"
+    return f"{wl.users} closed-loop users"
+
+
 class _ProgressCallback:
     """Advances the Rich progress bar and tracks the best feasible throughput so far."""
 
@@ -144,7 +152,8 @@ class _ProgressCallback:
         constraints = trial.constraints
         metrics = trial.user_attrs.get(ATTR_METRICS)
         if metrics and constraints and all(v <= 0 for v in constraints.values()):
-            tput = float(metrics["output_tokens_per_s_per_gpu"])
+            extra = metrics.get("extra", {})
+            tput = float(extra.get("capacity_tok_s_per_gpu") or metrics["output_tokens_per_s_per_gpu"])
             self.best = tput if self.best is None else max(self.best, tput)
         best = "-" if self.best is None else f"{self.best:,.0f}"
         self.progress.update(self.task, advance=1, best=best)
@@ -174,6 +183,10 @@ def _pareto_table(outcome: TuneOutcome) -> Table:
 
 
 def _print_outcome(outcome: TuneOutcome) -> None:
+    if outcome.result.mode == "capacity":
+        print_capacity_summary(outcome)
+        return
+    console.print("mode: fixed load (" + escape(_load_text(outcome.spec)) + ")", highlight=False)
     if outcome.result.front:
         console.print(_pareto_table(outcome))
     console.print(f"run folder: {escape(str(outcome.run_dir))}")
