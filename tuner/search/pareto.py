@@ -264,9 +264,14 @@ def analyze(
     sla: SLA,
     reference: Sequence[float] | None = None,
     *,
-    capacity: bool = False,
+    capacity: bool | None = None,
 ) -> ParetoResult:
-    """Pareto front, knee, hypervolume (and its history) and the recommendation of a study."""
+    """Pareto front, knee, hypervolume (and its history) and the recommendation of a study.
+
+    `capacity` None: capacity mode when the records carry capacity searches.
+    """
+    if capacity is None:
+        capacity = any(r.capacity is not None for r in records)
     if capacity:
         return _analyze_capacity(records, sla, reference)
     objectives = objectives_for(sla)
