@@ -51,7 +51,9 @@ class MemoCapacityBackend:
         """Fixed-load evaluation (unused by capacity studies)."""
         return self.inner.evaluate(config, ctx)
 
-    def capacity_search(self, config: EngineConfig, ctx: Context, **kw: object) -> tuple[Capacity, Metrics]:
+    def capacity_search(
+        self, config: EngineConfig, ctx: Context, **kw: object
+    ) -> tuple[Capacity, Metrics]:
         """Memoised capacity search."""
         key = config.key()
         if key not in self.memo:
@@ -92,8 +94,13 @@ def exhaustive(ctx: Context, backend: MemoCapacityBackend) -> list[TrialRecord]:
 def study_history(seed: int, ctx: Context, backend: MemoCapacityBackend,
                   reference: list[float]) -> list[float]:  # fmt: skip
     """Frontier hypervolume after each trial of one seeded TPE capacity study."""
-    study = search.create_study(None, f"tpe-{seed}", ctx.sla,
-                                search.make_sampler("tpe", seed=seed, space=SPACE), capacity=True)  # fmt: skip
+    study = search.create_study(
+        None,
+        f"tpe-{seed}",
+        ctx.sla,
+        search.make_sampler("tpe", seed=seed, space=SPACE),
+        capacity=True,
+    )
     evaluator = search.Evaluator(backend, ctx, SPACE, capacity="rate")  # type: ignore[arg-type]
     search.optimize(study, evaluator, trials=max(BUDGETS))
     return frontier_history(search.records(study), ctx.sla, reference)[1]
@@ -113,7 +120,9 @@ def main() -> None:
         walls: dict[str, list[float]] = {"capacity (default)": [], "fixed (--concurrency 32)": []}
         for _ in range(args.repeats):
             walls["capacity (default)"].append(time_tune(args.trials, []))
-            walls["fixed (--concurrency 32)"].append(time_tune(args.trials, ["--concurrency", "32"]))
+            walls["fixed (--concurrency 32)"].append(
+                time_tune(args.trials, ["--concurrency", "32"])
+            )
         for mode, times in walls.items():
             print(f"tune {mode:26s} {args.trials} trials: {statistics.median(times):6.1f} s wall "
                   f"(median of {len(times)})")  # fmt: skip

@@ -116,8 +116,12 @@ def test_tune_capacity_agrees_with_predict_for_fp8_weights_and_kv() -> None:
                                    "--quant", "fp8", "--kv-dtype", "fp8", "--json"])  # fmt: skip
     assert out.exit_code == 0, out.output
     predicted = json.loads(out.output)["extra"]["capacity_rps_per_gpu"]
-    ctx = Context(model=catalog.load_model("llama-3.1-8b"), gpu=catalog.load_gpu("h200-sxm"),
-                  sla=catalog.load_sla("chat"), workload=Workload())  # the tune's capacity workload
+    ctx = Context(
+        model=catalog.load_model("llama-3.1-8b"),
+        gpu=catalog.load_gpu("h200-sxm"),
+        sla=catalog.load_sla("chat"),
+        workload=Workload(),
+    )  # the tune's capacity workload
     config = EngineConfig(quantization="fp8", kv_dtype="fp8")
     cap, metrics = evaluate_capacity(get_backend("sim"), config, ctx)
     assert predicted > 0

@@ -32,7 +32,9 @@ def test_default_tune_reports_capacity_distinct_front_and_three_engine_exports(
     with (run / "pareto.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert rows
-    outcomes = [(r["output_tokens_per_s_per_gpu"], r["tpot_p95_ms"], r["ttft_p95_ms"]) for r in rows]
+    outcomes = [
+        (r["output_tokens_per_s_per_gpu"], r["tpot_p95_ms"], r["ttft_p95_ms"]) for r in rows
+    ]
     assert len(set(outcomes)) == len(outcomes)
     assert all(int(r["stands_for"]) >= 1 for r in rows)
     for name in ("vllm.sh", "sglang.sh", "trtllm.sh"):

@@ -84,9 +84,9 @@ def evaluate_capacity(
 ) -> tuple[Capacity, Metrics]:
     """Capacity of `config` and its Metrics at the capacity load (extra carries the summary).
 
-    A backend with its own `capacity_search` method (the simulator knows its saturated rate; measured
-    backends keep one engine up across probes) is used as is; any other backend is probed through
-    `evaluate` with the workload driven at each load.
+    A backend with its own `capacity_search` method (the simulator knows its saturated rate;
+    a measured backend may keep one engine up across probes) is used as is; any other backend
+    is probed through `evaluate` with the workload driven at each load.
     """
     own = getattr(backend, "capacity_search", None)
     if own is not None:
@@ -105,5 +105,7 @@ def evaluate_capacity(
         top = cap.at_sla
         metrics = failed or runs[top.load if top else min(runs)]
     if metrics.feasible:
-        metrics = metrics.model_copy(update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile)}})
+        metrics = metrics.model_copy(
+            update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile)}}
+        )
     return cap, metrics

@@ -153,7 +153,9 @@ class _ProgressCallback:
         metrics = trial.user_attrs.get(ATTR_METRICS)
         if metrics and constraints and all(v <= 0 for v in constraints.values()):
             extra = metrics.get("extra", {})
-            tput = float(extra.get("capacity_tok_s_per_gpu") or metrics["output_tokens_per_s_per_gpu"])
+            tput = float(
+                extra.get("capacity_tok_s_per_gpu") or metrics["output_tokens_per_s_per_gpu"]
+            )
             self.best = tput if self.best is None else max(self.best, tput)
         best = "-" if self.best is None else f"{self.best:,.0f}"
         self.progress.update(self.task, advance=1, best=best)

@@ -35,9 +35,11 @@ def _bounds(sla: SLA) -> str:
 
 
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
-    return (f"{p.requests_per_s_per_gpu:,.2f} req/s and {p.output_tokens_per_s_per_gpu:,.0f} "
-            f"output tok/s per GPU at {p.load:,.2f} {load_unit(mode)} per replica; "
-            f"TTFT P{pct} {p.ttft_ms.at(pct):,.1f} ms, TPOT P{pct} {p.tpot_ms.at(pct):,.2f} ms")  # fmt: skip
+    return (
+        f"{p.requests_per_s_per_gpu:,.2f} req/s and {p.output_tokens_per_s_per_gpu:,.0f} "
+        f"output tok/s per GPU at {p.load:,.2f} {load_unit(mode)} per replica; "
+        f"TTFT P{pct} {p.ttft_ms.at(pct):,.1f} ms, TPOT P{pct} {p.tpot_ms.at(pct):,.2f} ms"
+    )
 
 
 def _front_table(outcome: TuneOutcome) -> Table:
@@ -66,10 +68,16 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
                   f"{_bounds(spec.sla)}", highlight=False)  # fmt: skip
     if result.frontier:
         console.print(_front_table(outcome))
-        console.print("load in " + load_unit(spec.capacity_load) + " per replica; n = variants "
-                      "with this outcome (knobs that did not matter: pareto.csv)", highlight=False)  # fmt: skip
-    console.print(f"full tables: {escape(str(outcome.files.get('pareto.csv', '')))}, "
-                  f"{escape(str(outcome.files.get('trials.csv', '')))}", highlight=False)  # fmt: skip
+        console.print(
+            "load in " + load_unit(spec.capacity_load) + " per replica; n = variants "
+            "with this outcome (knobs that did not matter: pareto.csv)",
+            highlight=False,
+        )
+    console.print(
+        f"full tables: {escape(str(outcome.files.get('pareto.csv', '')))}, "
+        f"{escape(str(outcome.files.get('trials.csv', '')))}",
+        highlight=False,
+    )
     console.print(f"report: {escape(str(outcome.files.get('report.html', '')))}", highlight=False)
     number = require_recommendation(outcome)  # exits 3 with the closest misses when none
     rec = next(r for r in outcome.records if r.number == number)

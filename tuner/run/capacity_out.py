@@ -78,7 +78,9 @@ def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
     }
 
 
-def capacity_block(cap: Capacity, config: EngineConfig, metrics: Metrics, pct: int) -> dict[str, Any]:
+def capacity_block(
+    cap: Capacity, config: EngineConfig, metrics: Metrics, pct: int
+) -> dict[str, Any]:
     """best.yaml's capacity, operating load and the batch limits that reproduce them."""
     top, op = cap.at_sla, cap.operating
     assert top is not None

@@ -339,9 +339,14 @@ def _table(data: ReportData) -> str:
     for n in data.front:
         p = by_number[n]
         cls = ' class="recommended"' if p.recommended else ""
-        cells = [str(n), *(str(p.knobs[k]) for k in KNOB_COLUMNS),
-                 f"{p.ttft_ms:.1f}", f"{p.tpot_ms:.2f}", f"{p.tput_per_gpu:.0f}",
-                 "" if p.capacity_tok_s_per_gpu is None else f"{p.capacity_tok_s_per_gpu:.0f}"]  # fmt: skip
+        cells = [
+            str(n),
+            *(str(p.knobs[k]) for k in KNOB_COLUMNS),
+            f"{p.ttft_ms:.1f}",
+            f"{p.tpot_ms:.2f}",
+            f"{p.tput_per_gpu:.0f}",
+            "" if p.capacity_tok_s_per_gpu is None else f"{p.capacity_tok_s_per_gpu:.0f}",
+        ]
         rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return '<table class="pareto">' + "".join(rows) + "</table>"
 

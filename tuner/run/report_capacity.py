@@ -61,10 +61,16 @@ def capacity_report(records: list[TrialRecord], result: ParetoResult, sla: SLA) 
         if cap is None:
             continue
         pts = sorted(cap.points, key=lambda p: p.load)
-        curves.append(Curve(trial=n, label=f"trial {n}", load=[p.load for p in pts],
-                            ttft_ms=[p.ttft_ms.at(pct) for p in pts],
-                            tpot_ms=[p.tpot_ms.at(pct) for p in pts],
-                            tok_s_per_gpu=[p.output_tokens_per_s_per_gpu for p in pts]))  # fmt: skip
+        curves.append(
+            Curve(
+                trial=n,
+                label=f"trial {n}",
+                load=[p.load for p in pts],
+                ttft_ms=[p.ttft_ms.at(pct) for p in pts],
+                tpot_ms=[p.tpot_ms.at(pct) for p in pts],
+                tok_s_per_gpu=[p.output_tokens_per_s_per_gpu for p in pts],
+            )
+        )
     mode = result.frontier[0].mode if result.frontier else "rate"
     return CapacityReport(
         load_unit=load_unit(mode), percentile=pct, ttft_bound_ms=sla.ttft_ms,

@@ -84,8 +84,11 @@ def _close(a: float, b: float, tol: float) -> bool:
 
 
 def _same(a: FrontPoint, b: FrontPoint, tol: float) -> bool:
-    return (_close(a.output_tokens_per_s_per_gpu, b.output_tokens_per_s_per_gpu, tol)
-            and _close(a.tpot_ms, b.tpot_ms, tol) and _close(a.ttft_ms, b.ttft_ms, tol))  # fmt: skip
+    return (
+        _close(a.output_tokens_per_s_per_gpu, b.output_tokens_per_s_per_gpu, tol)
+        and _close(a.tpot_ms, b.tpot_ms, tol)
+        and _close(a.ttft_ms, b.ttft_ms, tol)
+    )
 
 
 def _knob_values(records: dict[int, TrialRecord], trials: list[int]) -> dict[str, list[Any]]:
@@ -167,8 +170,13 @@ def ranked_by_capacity(records: list[TrialRecord], sla: SLA) -> list[TrialRecord
         assert r.capacity is not None and r.config is not None
         point = r.capacity.operating or r.capacity.at_sla
         assert point is not None
-        return (r.capacity.operating is None, -point.output_tokens_per_s_per_gpu,
-                point.tpot_ms.at(sla.percentile), r.config.tensor_parallel_size, r.number)  # fmt: skip
+        return (
+            r.capacity.operating is None,
+            -point.output_tokens_per_s_per_gpu,
+            point.tpot_ms.at(sla.percentile),
+            r.config.tensor_parallel_size,
+            r.number,
+        )
 
     candidates = [r for r in records if r.capacity is not None and r.capacity.at_sla is not None
                   and r.duplicate_of is None and r.config is not None]  # fmt: skip

@@ -19,8 +19,8 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from tuner.backends import Backend, evaluate_capacity
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
 from tuner.errors import InputError
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
 from tuner.search.objectives import constraint_names, constraint_values, objectives_for
 from tuner.search.trials import (
     ATTR_CAPACITY,
