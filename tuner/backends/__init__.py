@@ -10,7 +10,14 @@ import importlib
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InputError
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, find_capacity, workload_at
+from tuner.perf.capacity import (
+    FIRST_PROBE_RPS,
+    Capacity,
+    LoadMode,
+    ProbeBudget,
+    find_capacity,
+    workload_at,
+)
 from tuner.specs import Context, EngineConfig, Metrics
 
 __all__ = ["BACKENDS", "Backend", "capacity_extra", "evaluate_capacity", "get_backend"]
@@ -49,10 +56,6 @@ def get_backend(name: str, **options: Any) -> Backend:
         ) from exc
     backend: Backend = getattr(module, factory)(**options)
     return backend
-
-
-# A backend with no saturation estimate starts its capacity search here (req/s or users).
-_FIRST_RATE_RPS = 0.5
 
 
 def capacity_extra(cap: Capacity, percentile: int) -> dict[str, float | int | str | bool | None]:
@@ -99,7 +102,7 @@ def evaluate_capacity(
                 update={"workload": workload_at(ctx.workload, mode, load)}))  # fmt: skip
             return runs[load]
 
-        low = _FIRST_RATE_RPS if mode == "rate" else 1.0
+        low = FIRST_PROBE_RPS if mode == "rate" else 1.0
         cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
                                     tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
         top = cap.at_sla

@@ -25,6 +25,14 @@ from tuner.backends import prometheus_text as prom
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
+from tuner.perf.capacity import (
+    FIRST_PROBE_RPS,
+    Capacity,
+    LoadMode,
+    ProbeBudget,
+    find_capacity,
+    workload_at,
+)
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
@@ -210,8 +218,10 @@ class VLLMBackend:
         extra_args: Sequence[str] = (),
         python: str = sys.executable,
         version: str | None = None,
+        probe_budget: ProbeBudget | None = None,
     ):
         self.model_path = model_path
+        self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="tuner-vllm-"))
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
@@ -284,10 +294,90 @@ class VLLMBackend:
             extra={"log_path": str(server.log_path), "log_tail": server.log_tail()},
         )
 
+    def capacity_search(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        *,
+        mode: LoadMode = "rate",
+        budget: ProbeBudget | None = None,
+    ) -> tuple[Capacity, Metrics]:
+        """Capacity of `config` on ONE server started for it and reused by every load probe."""
+        self.trials += 1
+        log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
+        empty = Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
+        config, note = for_platform(config, self.cpu_build)
+        try:
+            port = free_port(_HOST)
+            args = self.command(config, ctx, port)
+        except (TunerError, OSError) as exc:
+            return empty, Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
+        server = ServerProcess(
+            args, env=server_env(self.kv_cache_gib, self.omp_threads_bind), log_path=log_path
+        )
+        try:
+            server.start()
+            self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"
+            startup_s = server.wait_ready(f"{self.server_url}/health", self.startup_timeout_s)
+            cap, metrics = self._probe_loads(server, config, ctx, startup_s, mode, budget)
+        except ServerFailed as exc:
+            return empty, self._infeasible(f"vLLM {exc}", server)
+        except Exception as exc:  # the contract: a backend never raises into the search loop
+            return empty, self._infeasible(
+                f"vLLM trial failed: {type(exc).__name__}: {exc}", server
+            )
+        finally:
+            leftover = server.stop(self.stop_grace_s)
+            if leftover:
+                print(f"warning: vLLM processes {leftover} survived SIGKILL", file=sys.stderr)
+        if note:
+            metrics.extra["platform_note"] = note
+        return cap, metrics
+
+    def _probe_loads(
+        self,
+        server: ServerProcess,
+        config: EngineConfig,
+        ctx: Context,
+        startup_s: float,
+        mode: LoadMode,
+        budget: ProbeBudget | None,
+    ) -> tuple[Capacity, Metrics]:
+        """The bracketing capacity search, each probe one workload run on the running server."""
+        assert self.server_url is not None
+        runs: dict[float, Metrics] = {}
+
+        def probe(load: float) -> Metrics:
+            at = ctx.model_copy(update={"workload": workload_at(ctx.workload, mode, load)})
+            try:
+                runs[load] = self._measure_workload(server, config, at, self.server_url or "",
+                                                    startup_s)  # fmt: skip
+            except ServerFailed as exc:
+                runs[load] = self._infeasible(f"vLLM {exc}", server)
+            return runs[load]
+
+        low = FIRST_PROBE_RPS if mode == "rate" else 1.0
+        cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low,
+                                    budget=budget or self.probe_budget,
+                                    tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
+        top = cap.at_sla
+        return cap, failed or runs[top.load if top else min(runs)]
+
     def _measure(
         self, server: ServerProcess, config: EngineConfig, ctx: Context, url: str
     ) -> Metrics:
         startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+        return self._measure_workload(server, config, ctx, url, startup_s)
+
+    def _measure_workload(
+        self,
+        server: ServerProcess,
+        config: EngineConfig,
+        ctx: Context,
+        url: str,
+        startup_s: float,
+    ) -> Metrics:
+        """Run `ctx.workload` against the ready server and add its /metrics counters."""
         poller = _MetricsPoller(f"{url}/metrics", self.metrics_poll_s)
         try:
             metrics = run_workload(

@@ -24,6 +24,7 @@ from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Worklo
 
 __all__ = [
     "CAPACITY_HEADROOM",
+    "FIRST_PROBE_RPS",
     "LADDER_FRACTIONS",
     "Capacity",
     "LoadMode",
@@ -49,6 +50,8 @@ _HIGH_FRACTION = 1.1
 # Measured backends know no saturated rate in advance: they grow the load by this factor until
 # the SLA breaks (or the probe budget ends).
 _GROWTH = 4.0
+# Where a search without a saturation estimate starts (req/s per replica).
+FIRST_PROBE_RPS = 0.5
 # Loads (fractions of the capacity load) the ladder should also hold, so the latency-throughput
 # curve has points between the lightest load and capacity; probed only where no probe is near.
 LADDER_FRACTIONS = (0.25, 0.5, 0.75)
