@@ -190,7 +190,7 @@ def test_wheel_ships_the_yaml_catalogs(tmp_path: Path) -> None:
     )
     wheel = next(tmp_path.glob("tuner-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for kind in ("hardware_profiles", "models", "search_spaces", "slas"):
+    for kind in ("hardware_profiles", "models", "search_spaces", "slas", "prices"):
         assert any(
             n.startswith(f"tuner/_catalogs/{kind}/") and n.endswith(".yaml") for n in names
         ), kind

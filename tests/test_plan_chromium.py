@@ -1,0 +1,42 @@
+"""plan.html opens in headless Chromium offline, without JavaScript errors, with both charts."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tuner.cli import app
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+def test_plan_html_renders_both_charts_without_js_errors(tmp_path: Path) -> None:
+    assert CHROMIUM is not None
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["plan", "--model", "llama-3.2-1b", "--rate", "20", "--gpus",
+                                      "l40s,h100-sxm", "--isl", "256", "--osl", "64",
+                                      "--num-requests", "40", "--run-dir", str(run)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    proc = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+         "--v=0", "--virtual-time-budget=10000", "--dump-dom", (run / "plan.html").as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    dom, log = proc.stdout, proc.stderr
+    assert proc.returncode == 0, log[-2000:]
+    assert "Uncaught" not in log
+    assert re.search(r'<pre id="js-errors"></pre>', dom), "the page caught a JavaScript error"
+    rendered = re.search(r'data-plots-rendered="(\d+)"', dom)
+    assert rendered and int(rendered.group(1)) >= 2
+    for plot in ('id="cost"', 'id="gpus"'):
+        assert "main-svg" in dom[dom.index(plot) :][:20000], plot
+    assert "GPUs needed vs target load" in dom and "l40s" in dom
+    assert 'src="http' not in dom

@@ -1,0 +1,181 @@
+"""`tuner plan`: GPUs of each kind, and their cost, to serve a target load within an SLA."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from tuner import catalog
+from tuner.cli.app import app, console, err_console, guarded
+from tuner.errors import InputError, NoFeasibleConfigError
+from tuner.plan import PlanRequest, PlanResult, load_prices, plan
+from tuner.plan.folder import plan_dir_name, summary_lines, write_plan
+from tuner.plan.sizing import DEFAULT_HEADROOM
+from tuner.specs import SLA, GPUProfile, Workload
+
+__all__ = ["build_plan_request", "plan_command"]
+
+_FLAGS = {
+    "rate_rps": "--rate", "users": "--users", "think_time_s": "--think-time",
+    "headroom": "--headroom", "max_gpus_per_replica": "--max-gpus-per-replica",
+    "input_tokens": "--isl", "output_tokens": "--osl", "num_requests": "--num-requests",
+    "ttft_ms": "--ttft-ms", "tpot_ms": "--tpot-ms",
+}  # fmt: skip
+
+
+def _invalid(exc: ValidationError) -> InputError:
+    e = exc.errors()[0]
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    if not e["loc"]:
+        return InputError(msg)
+    field = str(e["loc"][0])
+    return InputError(f"{_FLAGS.get(field, field)}: {msg} (got {e.get('input')!r})")
+
+
+def _gpus(gpus: str) -> list[GPUProfile]:
+    if gpus.strip() == "all":
+        return catalog.all_gpus()
+    names = [g.strip() for g in gpus.split(",") if g.strip()]
+    if not names:
+        raise InputError("--gpus: give GPU profile names separated by commas, or 'all'")
+    # Names, NVML aliases or YAML paths; an unknown name raises one line listing the allowed.
+    profiles = {p.name: p for p in (catalog.load_gpu(n) for n in names)}
+    return list(profiles.values())
+
+
+def build_plan_request(
+    *, model: str, sla: str, gpus: str, rate: float | None, users: int | None,
+    think_time: float, headroom: float, max_gpus_per_replica: int, isl: int, osl: int,
+    num_requests: int, space: str, ttft_ms: float | None = None, tpot_ms: float | None = None,
+) -> PlanRequest:  # fmt: skip
+    """Validate plan's flags into a PlanRequest; one-line InputError otherwise."""
+    if (rate is None) == (users is None):
+        raise InputError("give exactly one target: --rate REQ_PER_S or --users N")
+    if think_time and users is None:
+        raise InputError(f"--think-time {think_time:g} only applies with --users")
+    preset = catalog.load_sla(sla)
+    try:
+        bounds = {k: v for k, v in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)) if v is not None}
+        the_sla = SLA.model_validate({**preset.model_dump(), **bounds}) if bounds else preset
+        workload = Workload(input_tokens=isl, output_tokens=osl, num_requests=num_requests)
+        return PlanRequest(
+            model=catalog.load_model(model), sla=the_sla, workload=workload,
+            space=catalog.load_search_space(space), rate_rps=rate, users=users,
+            think_time_s=think_time, headroom=headroom,
+            max_gpus_per_replica=max_gpus_per_replica, gpus=_gpus(gpus),
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise _invalid(exc) from exc
+
+
+def _money(v: float | None, digits: int) -> str:
+    return "no price" if v is None else f"{v:.{digits}f}"
+
+
+def _table(result: PlanResult) -> Table:
+    """Ranked, one row per GPU kind; fits 80 columns and wraps (never truncates) when narrower."""
+    pct = result.request.sla.percentile
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False,
+              caption=f"TTFT/TPOT: P{pct} ms at the target")  # fmt: skip
+    for name, just in (("#", "right"), ("GPU", "left"), ("GPUs", "right"), ("$/hour", "right"),
+                       ("$/1M out", "right"), ("util", "right"),
+                       ("TTFT/TPOT", "right"), ("config", "left")):  # fmt: skip
+        t.add_column(name, justify=just, overflow="fold")  # type: ignore[arg-type]
+    for rank, kind in enumerate(result.kinds, start=1):
+        o = kind.best
+        if o is None:
+            t.add_row(str(rank), escape(kind.gpu), "-", "-", "-", "-", "-", kind.status)
+            continue
+        c = o.config
+        t.add_row(
+            str(rank), escape(kind.gpu), str(o.gpus), _money(o.usd_per_hour, 2),
+            _money(o.usd_per_m_output_tokens, 3), f"{o.utilisation:.0%}",
+            f"{o.ttft_ms:.0f}/{o.tpot_ms:.1f}",
+            f"tp{o.tp} {c.quantization.value}/{c.kv_dtype.value}",
+        )  # fmt: skip
+    return t
+
+
+def _kind_lines(result: PlanResult) -> list[str]:
+    """Per kind meeting the SLA: replicas, capacity, $/1M input+output, energy, and the fit."""
+    lines = []
+    for kind in result.ok:
+        o = kind.best
+        assert o is not None
+        money = (
+            f"${o.usd_per_m_total_tokens:.3f} per 1M input+output tokens; "
+            if o.usd_per_m_total_tokens is not None
+            else ""
+        )
+        lines.append(
+            f"{kind.gpu}: {o.replicas} replica(s) x tp{o.tp}, {o.capacity_rps_per_replica:.2f} "
+            f"req/s each; {money}~{o.energy_j_per_output_token:.2f} J per output token "
+            f"(estimate); {o.fit}"
+        )
+    return lines
+
+
+def _target_text(req: PlanRequest) -> str:
+    if req.rate_rps is not None:
+        return f"{req.rate_rps:g} req/s"
+    return f"{req.users} users, {req.think_time_s:g} s think time"
+
+
+@app.command("plan")
+@guarded
+def plan_command(
+    model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
+    sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
+    rate: Annotated[float | None, typer.Option(help="Target Poisson rate, req/s")] = None,
+    users: Annotated[int | None, typer.Option(help="Target closed-loop users")] = None,
+    think_time: Annotated[float, typer.Option(help="Seconds a user waits between requests")] = 0.0,
+    gpus: Annotated[str, typer.Option(help="GPU profiles, comma-separated, or 'all'")] = "all",
+    prices: Annotated[Path | None, typer.Option(help="Price table YAML (default: shipped)")] = None,
+    max_gpus_per_replica: Annotated[int, typer.Option(help="Largest TP size tried")] = 8,
+    headroom: Annotated[float, typer.Option(help="Spare capacity fraction")] = DEFAULT_HEADROOM,
+    isl: Annotated[int, typer.Option(help="Input tokens per request")] = 1024,
+    osl: Annotated[int, typer.Option(help="Output tokens per request")] = 256,
+    num_requests: Annotated[int, typer.Option(help="Requests simulated per probe")] = 200,
+    space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
+    ttft_ms: Annotated[float | None, typer.Option(help="Override the SLA's TTFT bound")] = None,
+    tpot_ms: Annotated[float | None, typer.Option(help="Override the SLA's TPOT bound")] = None,
+    out: Annotated[Path, typer.Option(help="Parent folder of run folders")] = Path("reports"),
+    run_dir: Annotated[Path | None, typer.Option(help="Exact run folder to write")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """How many GPUs of each kind, at what cost, serve a target load within the SLA (simulated)."""
+    req = build_plan_request(
+        model=model, sla=sla, gpus=gpus, rate=rate, users=users, think_time=think_time,
+        headroom=headroom, max_gpus_per_replica=max_gpus_per_replica, isl=isl, osl=osl,
+        num_requests=num_requests, space=space, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+    )  # fmt: skip
+    price_table = load_prices(prices, extra_names=[g.name for g in req.gpus])
+    if not as_json:
+        err_console.print(f"planning {len(req.gpus)} GPU kind(s) for {_target_text(req)}...")
+    result = plan(req, price_table)
+    folder = run_dir or out / plan_dir_name(result, datetime.now())
+    write_plan(result, folder)
+    if as_json:
+        doc: dict[str, Any] = result.model_dump(mode="json")
+        doc["run_dir"] = str(folder)
+        typer.echo(json.dumps(doc))
+    else:
+        console.print(escape(f"{req.model.name}, SLA {req.sla.name}, {_target_text(req)}"))
+        console.print(_table(result))
+        for line in _kind_lines(result):
+            console.print(escape(line), highlight=False)
+        for line in summary_lines(result):
+            console.print(escape(line), highlight=False)
+        console.print(f"planned in {result.elapsed_s:.1f} s; run folder: {escape(str(folder))}")
+    if not result.ok:
+        raise NoFeasibleConfigError(
+            f"no GPU kind meets the SLA for {_target_text(req)}; see {folder / 'plan.csv'}"
+        )

@@ -1,0 +1,123 @@
+"""Memory fit: which tensor-parallel sizes, weight and KV dtypes let a model fit a GPU, and why not.
+
+A plan only searches variants that fit; for cards where 16-bit weights do not, it says which
+quantization / KV dtype makes them fit and how long a context one sequence can then hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.perf.memory import MemoryPlan, plan_memory
+from tuner.specs import EngineConfig, GPUProfile, KVDtype, ModelSpec, Quantization, Workload
+
+__all__ = [
+    "FitCheck",
+    "check_fit",
+    "fit_note",
+    "max_context_tokens",
+    "smallest_footprint",
+    "tp_sizes",
+]
+
+SIXTEEN_BIT = (Quantization.bf16, Quantization.fp16)
+# Weight bits, smallest first: the variant most likely to fit is tried for "why not" messages.
+_FOOTPRINT_ORDER = (
+    Quantization.int4_awq,
+    Quantization.int4_gptq,
+    Quantization.int8_wo,
+    Quantization.int8,
+    Quantization.fp8,
+    Quantization.bf16,
+    Quantization.fp16,
+)
+_KV_ORDER = (KVDtype.fp8, KVDtype.int8, KVDtype.auto)
+
+
+def tp_sizes(model: ModelSpec, max_gpus_per_replica: int) -> list[int]:
+    """Powers of two up to `max_gpus_per_replica` that divide the model's attention heads."""
+    sizes, tp = [], 1
+    while tp <= max_gpus_per_replica:
+        if model.num_attention_heads % tp == 0:
+            sizes.append(tp)
+        tp *= 2
+    return sizes
+
+
+@dataclass(frozen=True)
+class FitCheck:
+    """Memory plan of one (quantization, KV dtype) at one TP size, smallest batch limits."""
+
+    quantization: Quantization
+    kv_dtype: KVDtype
+    tp: int
+    plan: MemoryPlan
+
+    @property
+    def fits(self) -> bool:
+        """Whether the weights and at least one full-length sequence fit."""
+        return self.plan.feasible
+
+
+def check_fit(
+    model: ModelSpec,
+    gpu: GPUProfile,
+    workload: Workload,
+    quant: Quantization,
+    kv_dtype: KVDtype,
+    tp: int,
+    *,
+    min_batched_tokens: int,
+) -> FitCheck:
+    """Plan memory with the smallest token budget the search may use (the most room for KV)."""
+    config = EngineConfig(
+        quantization=quant,
+        kv_dtype=kv_dtype,
+        tensor_parallel_size=tp,
+        max_num_batched_tokens=min_batched_tokens,
+        max_num_seqs=1,
+    )
+    return FitCheck(quant, kv_dtype, tp, plan_memory(model, gpu, config, workload))
+
+
+def smallest_footprint(
+    model: ModelSpec,
+    gpu: GPUProfile,
+    workload: Workload,
+    quants: list[Quantization],
+    kv_dtypes: list[KVDtype],
+    tp: int,
+    *,
+    min_batched_tokens: int,
+) -> FitCheck:
+    """The allowed variant with the fewest weight bits and smallest KV: the best chance to fit."""
+    q = next(x for x in _FOOTPRINT_ORDER if x in quants)
+    kv = next(x for x in _KV_ORDER if x in kv_dtypes)
+    return check_fit(model, gpu, workload, q, kv, tp, min_batched_tokens=min_batched_tokens)
+
+
+def max_context_tokens(model: ModelSpec, plan: MemoryPlan) -> int:
+    """Longest single sequence the KV pool holds, capped at the model's max context."""
+    return min(model.max_context, plan.kv_capacity_tokens)
+
+
+def fit_note(
+    model: ModelSpec,
+    gpu: GPUProfile,
+    config: EngineConfig,
+    sixteen_bit: FitCheck | None,
+    chosen: MemoryPlan,
+    capacity_rps: float,
+) -> str:
+    """Why a card needs quantization (if 16-bit does not fit it) and what fits at what capacity."""
+    tp = config.tensor_parallel_size
+    where = f"{tp}x {gpu.name}"
+    context = max_context_tokens(model, chosen)
+    kv = "16-bit KV" if config.kv_dtype == KVDtype.auto else f"{config.kv_dtype.value} KV"
+    fits = (
+        f"fits {where} with {config.quantization.value} weights and {kv} at up to "
+        f"{context}-token context, {capacity_rps:.2f} req/s"
+    )
+    if sixteen_bit is None or sixteen_bit.fits:
+        return fits
+    return f"16-bit does not fit {where}: {sixteen_bit.plan.reason}; {fits}"

@@ -1,0 +1,119 @@
+"""Write a plan's run folder: plan.csv, plan.yaml, plan.html and each GPU kind's launch exports."""
+
+from __future__ import annotations
+
+import csv
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tuner.plan.chart import chart_data, render_html
+from tuner.plan.models import KindPlan, Option, PlanResult
+from tuner.run.folder import write_exports
+from tuner.run.spec import RunSpec
+
+__all__ = ["CSV_FIELDS", "plan_dir_name", "plan_rows", "summary_lines", "write_plan"]
+
+CSV_FIELDS = (
+    "rank", "gpu", "status", "best", "tp", "replicas", "gpus", "target_rps",
+    "capacity_rps_per_replica", "utilisation", "usd_per_gpu_hour", "usd_per_hour",
+    "usd_per_m_output_tokens", "usd_per_m_total_tokens", "ttft_ms", "tpot_ms",
+    "energy_j_per_output_token_estimate", "quantization", "kv_dtype", "max_num_seqs",
+    "max_num_batched_tokens", "max_context_tokens", "price_source", "price_checked", "note",
+)  # fmt: skip
+
+
+def _option_row(rank: int, kind: KindPlan, o: Option) -> dict[str, Any]:
+    c = o.config
+    return {
+        "rank": rank, "gpu": o.gpu, "status": kind.status, "best": o is kind.best, "tp": o.tp,
+        "replicas": o.replicas, "gpus": o.gpus, "target_rps": o.target_rps,
+        "capacity_rps_per_replica": o.capacity_rps_per_replica, "utilisation": o.utilisation,
+        "usd_per_gpu_hour": o.usd_per_gpu_hour, "usd_per_hour": o.usd_per_hour,
+        "usd_per_m_output_tokens": o.usd_per_m_output_tokens,
+        "usd_per_m_total_tokens": o.usd_per_m_total_tokens, "ttft_ms": o.ttft_ms,
+        "tpot_ms": o.tpot_ms, "energy_j_per_output_token_estimate": o.energy_j_per_output_token,
+        "quantization": c.quantization.value, "kv_dtype": c.kv_dtype.value,
+        "max_num_seqs": c.max_num_seqs, "max_num_batched_tokens": c.max_num_batched_tokens,
+        "max_context_tokens": o.max_context_tokens,
+        "price_source": kind.price.source if kind.price else "",
+        "price_checked": kind.price.checked.isoformat() if kind.price else "", "note": o.fit,
+    }  # fmt: skip
+
+
+def plan_rows(result: PlanResult) -> list[dict[str, Any]]:
+    """One row per (GPU kind, TP) searched; kinds without an option get one row with the reason."""
+    rows: list[dict[str, Any]] = []
+    for rank, kind in enumerate(result.kinds, start=1):
+        if not kind.options:
+            rows.append({"rank": rank, "gpu": kind.gpu, "status": kind.status,
+                         "note": kind.reason or ""})  # fmt: skip
+        rows += [_option_row(rank, kind, o) for o in kind.options]
+    return [{f: r.get(f, "") for f in CSV_FIELDS} for r in rows]
+
+
+def summary_lines(result: PlanResult) -> list[str]:
+    """Plain sentences: the cheapest kind, missing prices, kinds that cannot serve, the caveats."""
+    req = result.request
+    lines = []
+    best = next((k for k in result.kinds if k.gpu == result.cheapest), None)
+    if best is not None and best.best is not None:
+        o = best.best
+        lines.append(
+            f"cheapest meeting the SLA: {o.gpus}x {o.gpu} (tp={o.tp}, {o.replicas} replica(s), "
+            f"{o.config.quantization.value} weights, {o.config.kv_dtype.value} KV) at "
+            f"${o.usd_per_hour:.2f}/hour, ${o.usd_per_m_output_tokens:.3f} per 1M output tokens"
+        )
+    elif result.ok:
+        lines.append("no GPU kind meeting the SLA has a price; ranked by GPUs needed")
+    for kind in result.kinds:
+        if kind.status != "ok":
+            lines.append(f"{kind.gpu}: {kind.status}: {kind.reason}")
+    if result.missing_prices:
+        lines.append(f"no price for: {', '.join(result.missing_prices)} (pass --prices FILE)")
+    lines.append(
+        f"headroom {req.headroom:.0%}: replicas = ceil(target x {1 + req.headroom:g} / capacity "
+        "per replica); energy is an estimate (TDP x utilisation, idle power not counted); "
+        "latencies, capacities and energy are simulated, not measured"
+    )
+    return lines
+
+
+def plan_dir_name(result: PlanResult, now: datetime) -> str:
+    """reports/<timestamp>-plan-<model>-<sla> folder name."""
+    req = result.request
+
+    def slug(s: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "x"
+
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-plan-{slug(req.model.name)}-{slug(req.sla.name)}"
+
+
+def _export_spec(result: PlanResult, o: Option) -> RunSpec:
+    req = result.request
+    return RunSpec(model=req.model, gpu=req.gpu(o.gpu), sla=req.sla,
+                   workload=req.workload, space=req.space, num_gpus=o.tp,
+                   model_source=req.model.hf_id or req.model.name)  # fmt: skip
+
+
+def write_plan(result: PlanResult, run_dir: Path) -> dict[str, Path]:
+    """Write the run folder; returns name -> path (exports/<gpu>/ per kind meeting the SLA)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = {n: run_dir / n for n in ("plan.csv", "plan.yaml", "plan.html")}
+    with files["plan.csv"].open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(plan_rows(result))
+    doc = result.model_dump(mode="json")
+    files["plan.yaml"].write_text(yaml.safe_dump(doc, sort_keys=False))
+    for kind in result.ok:
+        assert kind.best is not None
+        folder = run_dir / "exports" / kind.gpu
+        write_exports(kind.best.config, _export_spec(result, kind.best), folder)
+        files[f"exports/{kind.gpu}"] = folder
+    html_text = render_html(chart_data(result), summary_lines(result))
+    files["plan.html"].write_text(html_text)
+    return files

@@ -1,0 +1,92 @@
+"""The nouns of a capacity plan: what was asked, and per GPU kind what it takes and costs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tuner.plan.prices import GPUPrice
+from tuner.plan.sizing import DEFAULT_HEADROOM
+from tuner.specs import SLA, EngineConfig, GPUProfile, ModelSpec, SearchSpace, Workload
+
+__all__ = ["KindPlan", "Option", "PlanRequest", "PlanResult", "Status"]
+
+Status = Literal["ok", "no-fit", "misses-sla"]
+
+
+class PlanRequest(BaseModel):
+    """Everything a plan needs: model, SLA, the load to serve and the hardware to consider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: ModelSpec
+    sla: SLA
+    workload: Workload = Field(description="Request lengths and count simulated per replica")
+    space: SearchSpace
+    rate_rps: float | None = Field(default=None, gt=0, description="Target Poisson rate")
+    users: int | None = Field(default=None, ge=1, description="Closed-loop users to serve")
+    think_time_s: float = Field(default=0.0, ge=0, description="Pause between a user's requests")
+    headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, le=10)
+    max_gpus_per_replica: int = Field(default=8, ge=1)
+    gpus: list[GPUProfile] = Field(min_length=1, description="GPU profiles to consider")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> PlanRequest:
+        if (self.rate_rps is None) == (self.users is None):
+            raise ValueError("give exactly one target: a request rate or a number of users")
+        return self
+
+    def gpu(self, name: str) -> GPUProfile:
+        """The requested GPU profile called `name`."""
+        return next(g for g in self.gpus if g.name == name)
+
+
+class Option(BaseModel):
+    """One GPU kind at one tensor-parallel size, sized for the target."""
+
+    gpu: str
+    tp: int
+    config: EngineConfig
+    capacity_rps_per_replica: float
+    target_rps: float
+    replicas: int
+    gpus: int
+    utilisation: float = Field(description="Target load / fleet SLA capacity")
+    ttft_ms: float = Field(description="TTFT at the SLA percentile at the operating load")
+    tpot_ms: float = Field(description="TPOT at the SLA percentile at the operating load")
+    usd_per_gpu_hour: float | None = None
+    usd_per_hour: float | None = None
+    usd_per_m_output_tokens: float | None = None
+    usd_per_m_total_tokens: float | None = None
+    energy_j_per_output_token: float = Field(description="Estimate from TDP x utilisation")
+    max_context_tokens: int
+    fit: str
+    evaluations: int
+
+
+class KindPlan(BaseModel):
+    """What one GPU kind needs: its cheapest option, or why it cannot serve the load."""
+
+    gpu: str
+    display_name: str
+    status: Status
+    reason: str | None = None
+    best: Option | None = None
+    options: list[Option] = Field(default_factory=list)
+    price: GPUPrice | None = None
+
+
+class PlanResult(BaseModel):
+    """A ranked plan: cheapest GPU kind meeting the SLA first."""
+
+    request: PlanRequest
+    kinds: list[KindPlan]
+    cheapest: str | None
+    missing_prices: list[str]
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> list[KindPlan]:
+        """Kinds that meet the SLA, in rank order."""
+        return [k for k in self.kinds if k.status == "ok"]

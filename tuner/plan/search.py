@@ -1,0 +1,108 @@
+"""The highest-capacity variant of one GPU kind x tensor-parallel size under an SLA (simulator).
+
+This is the one place a plan asks "what is the best this hardware can do": everything else in
+`tuner.plan` is arithmetic on its answer, so a capacity-optimising tune can replace the bounded
+search below without touching the rest.
+
+Bounded search (a few dozen simulator runs, each a capacity bisection of ~15 predictions):
+1. every (quantization, KV dtype) of the search space that fits, at the starting batch limits;
+2. for the best two, `max_num_seqs` over powers of two in the space's range, then
+   `max_num_batched_tokens` likewise, keeping whichever raises capacity.
+Speculative decoding is left out: at the loads a plan sizes for, batches are large and drafting
+costs more compute than it saves (and the acceptance rate is workload-specific).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.perf.capacity import max_rate_meeting_sla
+from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.specs import (
+    SLA,
+    Context,
+    EngineConfig,
+    GPUProfile,
+    IntRange,
+    KVDtype,
+    ModelSpec,
+    Quantization,
+    SearchSpace,
+    Workload,
+)
+
+__all__ = ["CapacityChoice", "best_capacity_config", "knob_grid"]
+
+# vLLM's defaults, the starting point of the coordinate search (clamped into the space).
+_START_SEQS = 256
+_START_TOKENS = 8192
+# (quantization, KV dtype) pairs refined in stage 2.
+_REFINE_TOP = 2
+
+
+@dataclass(frozen=True)
+class CapacityChoice:
+    """The best variant found and its SLA capacity for one replica (all of its TP GPUs)."""
+
+    config: EngineConfig
+    capacity_rps: float
+    evaluations: int
+
+
+def knob_grid(knob: list[int] | IntRange) -> list[int]:
+    """Candidate values of an integer knob: its list, or the powers of two inside its range."""
+    if isinstance(knob, list):
+        return sorted(set(knob))
+    values, v = [], 1
+    while v <= knob.high:
+        if v >= knob.low and (v - knob.low) % knob.step == 0:
+            values.append(v)
+        v *= 2
+    return values or [knob.low, knob.high]
+
+
+def _nearest(grid: list[int], target: int) -> int:
+    return min(grid, key=lambda v: (abs(v - target), v))
+
+
+def best_capacity_config(
+    model: ModelSpec,
+    gpu: GPUProfile,
+    tp: int,
+    sla: SLA,
+    workload: Workload,
+    space: SearchSpace,
+    pairs: list[tuple[Quantization, KVDtype]],
+    *,
+    eff: Efficiency = DEFAULT_EFFICIENCY,
+) -> CapacityChoice | None:
+    """Search `pairs` (dtypes that fit) and `space`'s batch limits; None if none meets the SLA."""
+    ctx = Context(model=model, gpu=gpu, sla=sla, workload=workload, num_gpus=tp)
+    seqs_grid = knob_grid(space.max_num_seqs)
+    tokens_grid = knob_grid(space.max_num_batched_tokens)
+    seen: dict[tuple[object, ...], float] = {}
+
+    def capacity(config: EngineConfig) -> float:
+        key = config.key()
+        if key not in seen:
+            seen[key] = max_rate_meeting_sla(config, ctx, eff=eff) * tp
+        return seen[key]
+
+    start = {
+        "tensor_parallel_size": tp,
+        "max_num_seqs": _nearest(seqs_grid, _START_SEQS),
+        "max_num_batched_tokens": _nearest(tokens_grid, _START_TOKENS),
+        "enable_prefix_caching": space.enable_prefix_caching[0],
+    }
+    firsts = [EngineConfig(quantization=q, kv_dtype=kv, **start) for q, kv in pairs]
+    ranked = sorted(firsts, key=capacity, reverse=True)[:_REFINE_TOP]
+    best = ranked[0] if ranked else None
+    for config in ranked:
+        for field, grid in (("max_num_seqs", seqs_grid), ("max_num_batched_tokens", tokens_grid)):
+            options = [config.model_copy(update={field: v}) for v in grid]
+            config = max(options, key=lambda c: (capacity(c), -c.max_num_seqs))
+        if best is None or capacity(config) > capacity(best):
+            best = config
+    if best is None or capacity(best) <= 0:
+        return None
+    return CapacityChoice(best, capacity(best), len(seen))
