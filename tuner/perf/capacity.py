@@ -233,12 +233,14 @@ def find_capacity(
     tensor_parallel_size: int = 1,
     budget: ProbeBudget | None = None,
     headroom: float = CAPACITY_HEADROOM,
+    operating_point: bool = True,
 ) -> tuple[Capacity, Metrics | None]:
     """Bracket and bisect the highest load meeting `sla` (and `sla` less `headroom`).
 
     `high` is a load known to be at or past saturation (the simulator knows it); without it the
     load grows by a factor until the SLA breaks. Returns the search and, when the variant could
-    not run at all, the infeasible Metrics that said why.
+    not run at all, the infeasible Metrics that said why. `operating_point=False` stops at the
+    SLA boundary (no headroom bisection, no ladder fill): the capacity alone, fewest probes.
     """
     cap = Capacity(mode=mode, tensor_parallel_size=tensor_parallel_size, headroom=headroom)
     s = _Search(probe, sla, cap, budget or ProbeBudget(), integer=mode == "users")
@@ -254,8 +256,9 @@ def find_capacity(
             if s.run(load) is None:
                 break
     s.narrow(lambda p: p.meets_sla)
-    s.narrow(lambda p: p.meets_headroom)
-    _fill_ladder(s)
+    if operating_point:
+        s.narrow(lambda p: p.meets_headroom)
+        _fill_ladder(s)
     return cap, s.failed_run
 
 
@@ -279,6 +282,7 @@ def sim_capacity(
     eff: Efficiency = DEFAULT_EFFICIENCY,
     mode: LoadMode = "rate",
     budget: ProbeBudget | None = None,
+    operating_point: bool = True,
 ) -> tuple[Capacity, Metrics]:
     """The simulator's capacity search for `config`, and its Metrics at the capacity load.
 
@@ -303,7 +307,8 @@ def sim_capacity(
 
     # Without a latency bound every load passes: capacity is the saturated end of the bracket.
     cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, high=high,
-                                tensor_parallel_size=tp, budget=budget)  # fmt: skip
+                                tensor_parallel_size=tp, budget=budget,
+                                operating_point=operating_point)  # fmt: skip
     if failed is not None:
         return cap, failed
     best = cap.at_sla
@@ -318,5 +323,5 @@ def max_rate_meeting_sla(
     budget: ProbeBudget | None = None,
 ) -> float:
     """Requests/s per GPU at the highest Poisson rate meeting `ctx.sla` (0 if none does)."""
-    cap, _ = sim_capacity(config, ctx, eff=eff, mode="rate", budget=budget)
+    cap, _ = sim_capacity(config, ctx, eff=eff, mode="rate", budget=budget, operating_point=False)
     return cap.rps_per_gpu
