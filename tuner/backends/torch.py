@@ -6,12 +6,22 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuner.bench.stats import aggregate
 from tuner.errors import TunerError
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
+from tuner.perf.capacity import (
+    FIRST_PROBE_RPS,
+    Capacity,
+    LoadMode,
+    ProbeBudget,
+    find_capacity,
+    workload_at,
+)
+from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
 
 __all__ = ["TorchBackend"]
 
@@ -21,6 +31,36 @@ _WARMUP_OUTPUT_TOKENS = 4
 _QUANT_ERROR_TOKENS = 64  # prompt length of the quantization error probe
 _ACTIVATION_RESERVE = 0.1  # fraction of the memory budget kept for activations and logits
 _REAL_WEIGHTS = {"smollm2-135m": "smollm2"}  # catalog name -> converted real checkpoint
+
+
+# What a variant can fail with while building or running (reported as infeasible).
+_FAILURES = (TunerError, RuntimeError, MemoryError, ValueError, NotImplementedError, OSError)
+
+
+def _failure(exc: BaseException, backend: str) -> Metrics:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return Metrics.infeasible(f"{type(exc).__name__}: {first}", backend=backend)
+
+
+def _max_len(wl: Workload, spec_tokens: int) -> int:
+    """Longest request of the workload in tokens (prompt + output + speculative lookahead)."""
+    return (
+        round(wl.input_tokens * (1 + wl.length_spread))
+        + round(wl.output_tokens * (1 + wl.length_spread))
+        + spec_tokens
+        + 1
+    )
+
+
+@dataclass
+class _Built:
+    """A warmed-up engine of one variant, reusable across workload replays."""
+
+    engine: Any
+    extra: dict[str, Any]
+    weight_bytes: int
+    num_blocks: int
+    sync: Callable[[], None]
 
 
 def _device_memory_bytes(device: str) -> int:
@@ -51,6 +91,7 @@ class TorchBackend:
         int4_group_size: int = 128,
         threads: int | None = None,
         compile: bool = False,
+        probe_budget: ProbeBudget | None = None,
     ) -> None:
         """Options: model_path (HF safetensors folder; smollm2-135m resolves to the converted
         real checkpoint by itself), device (default cuda if present else cpu), seed (random
@@ -59,7 +100,7 @@ class TorchBackend:
         models), use_triton (default: on CUDA), report_quant_error, int4_group_size, threads
         (torch CPU threads; 1 avoids OpenMP thrashing on a shared, loaded CPU), compile
         (torch.compile the engine step; compilation is timed as extra['compile_s'], apart from
-        the replayed workload)."""
+        the replayed workload), probe_budget (capacity search: probes and seconds)."""
         self.model_path = Path(model_path) if model_path else None
         self.device = device
         self.seed, self.temperature = seed, temperature
@@ -71,21 +112,14 @@ class TorchBackend:
         self.int4_group_size = int4_group_size
         self.threads = threads
         self.compile = compile
+        self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
         try:
             return self._evaluate(config, ctx)
-        except (
-            TunerError,
-            RuntimeError,
-            MemoryError,
-            ValueError,
-            NotImplementedError,
-            OSError,
-        ) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return Metrics.infeasible(f"{type(exc).__name__}: {first}", backend=self.name)
+        except _FAILURES as exc:
+            return _failure(exc, self.name)
 
     # ------------------------------------------------------------------ building
 
@@ -107,13 +141,49 @@ class TorchBackend:
         return build_model(spec, model_path=path, dtype=dtype, device=device, seed=self.seed)
 
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
-        import torch
+        built = self._prepare(config, ctx)
+        if isinstance(built, Metrics):
+            return built
+        return self._replay(built, config, ctx)
 
-        from tuner.bench.loadgen import plan_requests
-        from tuner.engine.generate import Engine, EngineLimits
-        from tuner.engine.kv_cache import KV_STORAGE_DTYPES, kv_bytes_per_token
-        from tuner.engine.quantize import quantization_error, quantize_model
-        from tuner.engine.scheduler import blocks_needed
+    def capacity_search(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        *,
+        mode: LoadMode = "rate",
+        budget: ProbeBudget | None = None,
+    ) -> tuple[Capacity, Metrics]:
+        """Capacity of `config`: the engine is built and warmed up once, every probe replays the
+        workload at one load on it; never raises (infeasible Metrics instead)."""
+        empty = Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
+        try:
+            built = self._prepare(config, ctx)
+        except _FAILURES as exc:
+            return empty, _failure(exc, self.name)
+        if isinstance(built, Metrics):
+            return empty, built
+        runs: dict[float, Metrics] = {}
+
+        def probe(load: float) -> Metrics:
+            at = ctx.model_copy(update={"workload": workload_at(ctx.workload, mode, load)})
+            try:
+                runs[load] = self._replay(built, config, at)
+            except _FAILURES as exc:
+                runs[load] = _failure(exc, self.name)
+            return runs[load]
+
+        low = FIRST_PROBE_RPS if mode == "rate" else 1.0
+        cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low,
+                                    budget=budget or self.probe_budget)  # fmt: skip
+        top = cap.at_sla
+        return cap, failed or runs[top.load if top else min(runs)]
+
+    # ------------------------------------------------------------------ named steps
+
+    def _prepare(self, config: EngineConfig, ctx: Context) -> _Built | Metrics:
+        """Build, quantize, size the KV cache, construct and warm up the engine (or why not)."""
+        import torch
 
         if config.tensor_parallel_size != 1:
             return Metrics.infeasible(
@@ -125,15 +195,44 @@ class TorchBackend:
             torch.set_num_threads(self.threads)
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         use_triton = device.startswith("cuda") if self.use_triton is None else self.use_triton
-        quant = config.quantization.value
-        spec = ctx.model
-        weights_path = self._weights_for(spec, self.model_path)
-        model = self._build(spec, quant, weights_path, device)
+        weights_path = self._weights_for(ctx.model, self.model_path)
+        model = self._build(ctx.model, config.quantization.value, weights_path, device)
         extra: dict[str, float | int | str | bool | None] = {
             "device": device,
             "weights": str(weights_path) if weights_path else f"random(seed={self.seed})",
             "prefix_caching": "not implemented in the reference engine (ignored)",
         }
+        self._quantize(model, config, ctx.model, (device, use_triton), extra)
+        draft = self._draft_for(config, ctx, device, use_triton, extra)
+        sized = self._size_kv(config, ctx, model, draft, device)
+        if isinstance(sized, Metrics):
+            return sized
+        num_blocks, weight_bytes = sized
+        engine = self._engine(config, model, draft, num_blocks, use_triton)
+        extra["compile"] = self.compile
+        warm_start = time.perf_counter()
+        self._warm_up(engine)
+        extra["warmup_s"] = time.perf_counter() - warm_start
+        # With compile, warm-up is where the step graphs are compiled (its cost, not workload).
+        extra["compile_s"] = extra["warmup_s"] if self.compile else 0.0
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        return _Built(engine, extra, weight_bytes, num_blocks, sync)
+
+    def _quantize(
+        self,
+        model: Any,
+        config: EngineConfig,
+        spec: ModelSpec,
+        where: tuple[str, bool],
+        extra: dict[str, Any],
+    ) -> None:
+        """Quantize the weights in place; record kernel paths and the logit error it causes."""
+        import torch
+
+        from tuner.engine.quantize import quantization_error, quantize_model
+
+        device, use_triton = where
+        quant = config.quantization.value
         probe = torch.randint(
             0,
             spec.vocab_size,
@@ -165,32 +264,37 @@ class TorchBackend:
             err = quantization_error(ref_logits, self._probe_logits(model, probe))
             extra.update({f"quant_{k}": v for k, v in err.items()})
 
-        draft = None
-        k = config.num_speculative_tokens
-        ngram = bool(k) and config.draft_model == "ngram"
-        if k and not ngram:
-            draft = self._build_draft(config, ctx, device)
-            paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
-            extra["draft_kernel_path"] = ", ".join(paths)
+    def _draft_for(self, config: EngineConfig, ctx: Context, device: str, use_triton: bool,
+                   extra: dict[str, Any]) -> Any:  # fmt: skip
+        """The quantized draft model of a draft-model variant (None for n-gram or no draft)."""
+        from tuner.engine.quantize import quantize_model
 
-        # KV cache sized by the memory budget, capped at what max_num_seqs full requests need.
-        wl = ctx.workload
+        k = config.num_speculative_tokens
+        if not k or config.draft_model == "ngram":
+            return None
+        draft = self._build_draft(config, ctx, device)
+        paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
+        extra["draft_kernel_path"] = ", ".join(paths)
+        return draft
+
+    def _size_kv(self, config: EngineConfig, ctx: Context, model: Any, draft: Any,
+                 device: str) -> tuple[int, int] | Metrics:  # fmt: skip
+        """(KV blocks, weight bytes): the memory budget's blocks, capped at what max_num_seqs
+        full requests need; infeasible when one request does not fit."""
+        from tuner.engine.kv_cache import KV_STORAGE_DTYPES, kv_bytes_per_token
+        from tuner.engine.scheduler import blocks_needed
+
+        wl, spec = ctx.workload, ctx.model
         storage = KV_STORAGE_DTYPES[config.kv_dtype.value] or model.model.embed_tokens.weight.dtype
         per_token = kv_bytes_per_token(spec.num_layers, spec.num_kv_heads, spec.head_dim_, storage)
+        weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
         if draft is not None:
             d = draft.spec
             per_token += kv_bytes_per_token(d.num_layers, d.num_kv_heads, d.head_dim_, storage)
-        weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-        if draft is not None:
             weight_bytes += sum(t.numel() * t.element_size() for t in draft.state_dict().values())
         total = self.memory_gib * _GIB if self.memory_gib else _device_memory_bytes(device)
         budget = total * config.gpu_memory_utilization * (1 - _ACTIVATION_RESERVE) - weight_bytes
-        max_len = (
-            round(wl.input_tokens * (1 + wl.length_spread))
-            + round(wl.output_tokens * (1 + wl.length_spread))
-            + k
-            + 1
-        )
+        max_len = _max_len(wl, config.num_speculative_tokens)
         per_seq_blocks = blocks_needed(max_len, config.block_size)
         budget_blocks = int(budget // (per_token * config.block_size))
         if budget_blocks < per_seq_blocks:
@@ -206,7 +310,13 @@ class TorchBackend:
                 f"exceed max_num_batched_tokens={config.max_num_batched_tokens}",
                 backend=self.name,
             )
-        num_blocks = min(budget_blocks, per_seq_blocks * config.max_num_seqs)
+        return min(budget_blocks, per_seq_blocks * config.max_num_seqs), weight_bytes
+
+    def _engine(self, config: EngineConfig, model: Any, draft: Any, num_blocks: int,
+                use_triton: bool) -> Any:  # fmt: skip
+        """The continuous-batching engine with the variant's limits."""
+        from tuner.engine.generate import Engine, EngineLimits
+
         limits = EngineLimits(
             max_num_seqs=config.max_num_seqs,
             max_num_batched_tokens=config.max_num_batched_tokens,
@@ -215,48 +325,48 @@ class TorchBackend:
             kv_dtype=config.kv_dtype.value,
             enable_chunked_prefill=config.enable_chunked_prefill,
         )
-        engine = Engine(
+        k = config.num_speculative_tokens
+        return Engine(
             model,
             limits,
             draft=draft,
-            ngram_draft=ngram,
+            ngram_draft=bool(k) and config.draft_model == "ngram",
             num_speculative_tokens=k,
             temperature=self.temperature,
             seed=self.seed,
             use_triton=use_triton,
             compile=self.compile,
         )
-        extra["compile"] = self.compile
-        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
+    def _replay(self, built: _Built, config: EngineConfig, ctx: Context) -> Metrics:
+        """Replay `ctx.workload` on the warmed-up engine and report its Metrics."""
+        import torch
+
+        from tuner.bench.loadgen import plan_requests
+        from tuner.engine.replay import replay
+
+        wl, engine = ctx.workload, built.engine
         count = min(wl.num_requests, self.max_requests or wl.num_requests)
         pool = torch.randint(
             0,
-            spec.vocab_size,
-            (max(4 * max_len, 1024),),
+            ctx.model.vocab_size,
+            (max(4 * _max_len(wl, config.num_speculative_tokens), 1024),),
             generator=torch.Generator().manual_seed(wl.seed),
         ).tolist()
         requests = plan_requests(wl, count, pool)
-        warm_start = time.perf_counter()
-        self._warm_up(engine)
-        extra["warmup_s"] = time.perf_counter() - warm_start
-        # With compile, warm-up is where the step graphs are compiled (its cost, not workload).
-        extra["compile_s"] = extra["warmup_s"] if self.compile else 0.0
         engine.proposed_tokens = engine.accepted_tokens = 0
-
-        from tuner.engine.replay import replay
-
-        stats = replay(engine, wl, requests, sync)
+        preempted_before = engine.scheduler.preemptions
+        stats = replay(engine, wl, requests, built.sync)
         metrics = aggregate(stats.results, stats.duration_s, backend=self.name, sla=ctx.sla)
-        metrics.weights_gib = weight_bytes / _GIB
-        metrics.kv_capacity_tokens = num_blocks * config.block_size
+        metrics.weights_gib = built.weight_bytes / _GIB
+        metrics.kv_capacity_tokens = built.num_blocks * config.block_size
         metrics.max_concurrent_seqs = stats.max_running
-        metrics.preemptions = engine.scheduler.preemptions
-        metrics.kv_utilization = stats.peak_blocks_used / num_blocks
-        extra.update(metrics.extra)
+        metrics.preemptions = engine.scheduler.preemptions - preempted_before
+        metrics.kv_utilization = stats.peak_blocks_used / built.num_blocks
+        extra = {**built.extra, **metrics.extra}
         extra["engine_steps"] = stats.steps
         extra["replayed_requests"] = count
-        if k:
+        if config.num_speculative_tokens:
             extra["spec_acceptance_rate"] = engine.acceptance_rate
             extra["spec_proposed_tokens"] = engine.proposed_tokens
         metrics.extra = extra
