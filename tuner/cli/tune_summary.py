@@ -7,7 +7,7 @@ from rich.table import Table
 
 from tuner.cli.app import console
 from tuner.perf.capacity import LoadPoint
-from tuner.run.capacity_out import load_unit
+from tuner.run.capacity_out import format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.specs import SLA, EngineConfig
 
@@ -37,7 +37,7 @@ def _bounds(sla: SLA) -> str:
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
     return (
         f"{p.requests_per_s_per_gpu:,.2f} req/s and {p.output_tokens_per_s_per_gpu:,.0f} "
-        f"output tok/s per GPU at {p.load:,.2f} {load_unit(mode)} per replica; "
+        f"output tok/s per GPU at {format_load(p.load, mode)} {load_unit(mode)} per replica; "
         f"TTFT P{pct} {p.ttft_ms.at(pct):,.1f} ms, TPOT P{pct} {p.tpot_ms.at(pct):,.2f} ms"
     )
 
@@ -53,7 +53,7 @@ def _front_table(outcome: TuneOutcome) -> Table:
         cfg = by_number[q.trial].config
         assert cfg is not None
         mark = " *" if q.trial == result.recommended and q.is_capacity else ""
-        t.add_row(f"{q.trial}{mark}", escape(short_config(cfg)), f"{q.load:,.2f}",
+        t.add_row(f"{q.trial}{mark}", escape(short_config(cfg)), format_load(q.load, q.mode),
                   f"{q.output_tokens_per_s_per_gpu:,.0f}", f"{q.tpot_ms:,.2f}",
                   f"{q.ttft_ms:,.1f}", str(len(q.variants)))  # fmt: skip
     return t

@@ -20,6 +20,7 @@ __all__ = [
     "capacity_block",
     "engine_picks",
     "expressible",
+    "format_load",
     "load_unit",
     "write_frontier_csv",
 ]
@@ -32,6 +33,11 @@ CAPACITY_COLUMNS = ("capacity_rps_per_gpu", "capacity_tok_s_per_gpu", "capacity_
 def load_unit(mode: str) -> str:
     """How a load of this mode is counted."""
     return "req/s" if mode == "rate" else "users"
+
+
+def format_load(load: float, mode: str) -> str:
+    """A load as printed: req/s with two decimals, users as a whole number."""
+    return f"{load:,.2f}" if mode == "rate" else f"{load:,.0f}"
 
 
 def expressible(engine: str, config: EngineConfig, spec: RunSpec) -> str | None:
