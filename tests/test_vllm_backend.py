@@ -27,7 +27,8 @@ from tuner.specs import SLA, Context, EngineConfig, Quantization, Workload
 
 FAKE_SERVER = Path(__file__).with_name("_fake_openai.py")
 # SLA of the real-vLLM capacity test: loose enough for one SmolLM2-135M request at a time on a
-# shared 2-core CPU (measured there: TTFT P95 0.75 s, TPOT P95 0.27 s at 0.5 req/s).
+# shared 2-core CPU. Measured there (load average 15): TTFT P95 2.1 s at 0.5 req/s, 1.7 s at
+# 1.25, 3.5 s at 1.625 (breaks), 8.3 s at 2.0: capacity 1.25 req/s in 4 probes, 92 s.
 CPU_TTFT_MS = 3000.0
 CPU_TPOT_MS = 1000.0
 needs_vllm = pytest.mark.skipif(
@@ -380,7 +381,6 @@ def test_capacity_on_smollm2_is_bracketed_within_the_probe_budget(tmp_path: Path
                           probe_budget=budget)  # fmt: skip
     ctx = _ctx(concurrency=None, input_tokens=64, output_tokens=16, num_requests=12)
     ctx = ctx.model_copy(update={"sla": SLA(ttft_ms=CPU_TTFT_MS, tpot_ms=CPU_TPOT_MS)})
-    started = time.perf_counter()
     cap, m = backend.capacity_search(EngineConfig(max_num_seqs=8, max_num_batched_tokens=512), ctx)
     assert m.feasible, m.reason
     print(cap.model_dump_json(indent=1))
@@ -388,5 +388,4 @@ def test_capacity_on_smollm2_is_bracketed_within_the_probe_budget(tmp_path: Path
     assert cap.at_sla is not None and cap.rps_per_gpu > 0
     # Either the boundary was bracketed (a probed load breaks the SLA) or the budget ran out.
     assert any(not p.meets_sla for p in cap.points) or cap.budget_exhausted
-    assert len(list((tmp_path / "runs").glob("*.log"))) == 1
-    assert time.perf_counter() - started < 400
+    assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every probe
