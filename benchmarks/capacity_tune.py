@@ -8,6 +8,14 @@
    enumerable space of benchmarks/search_efficiency.py) that TPE reaches after 50/100/200 trials.
 
     python benchmarks/capacity_tune.py [--trials 200] [--repeats 1] [--seeds 3] [--skip-timing]
+
+Measured on the shared 2-core dev box (load average 10-15 from other jobs, so wall seconds are
+inflated; CPU seconds are the steadier figure):
+    tune capacity (default)   200 trials: 157.3 s wall, 33.1 s CPU
+    tune fixed (--concurrency 32) 200 trials: 69.8 s wall, 25.6 s CPU   (CPU ratio 1.29)
+    space: 2016 valid variants, exhaustive frontier 64 distinct points
+    tpe capacity study, 3 seeds, share of exhaustive HV: 50: 84.0% [min 71.9],
+        100: 97.4% [min 94.5], 200: 99.3% [min 99.3]
 """
 
 from __future__ import annotations
