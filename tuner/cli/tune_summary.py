@@ -7,7 +7,7 @@ from rich.table import Table
 
 from tuner.cli.app import console
 from tuner.perf.capacity import LoadPoint
-from tuner.run.capacity_out import format_load, load_unit
+from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.specs import SLA, EngineConfig
 
@@ -93,7 +93,14 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     else:
         console.print("  no probed load keeps the headroom margin: run below capacity",
                       highlight=False)  # fmt: skip
-    for engine, path in (("vLLM", "vllm.sh"), ("SGLang", "sglang.sh"), ("TRT-LLM", "trtllm.sh")):
-        file = outcome.run_dir / "exports" / path
-        if file.exists():
-            console.print(f"  {engine}: {escape(str(file))}", highlight=False)
+    picks = engine_picks(outcome.records, result, spec)
+    for key, engine, path in (("vllm", "vLLM", "vllm.sh"), ("sglang", "SGLang", "sglang.sh"),
+                              ("trtllm", "TRT-LLM", "trtllm.sh")):  # fmt: skip
+        file, pick = outcome.run_dir / "exports" / path, picks.get(key)
+        if isinstance(pick, str):
+            console.print(f"  {engine}: no export ({escape(pick)})", highlight=False)
+            continue
+        if pick is None or not file.exists():
+            continue
+        whose = "" if pick.number == number else f" (trial {pick.number}, best it can express)"
+        console.print(f"  {engine}{whose}: {escape(str(file))}", highlight=False)

@@ -15,6 +15,8 @@ from tuner.run.capacity_out import (
     CAPACITY_COLUMNS,
     capacity_block,
     engine_picks,
+    expressible,
+    load_unit,
     write_frontier_csv,
 )
 from tuner.run.report import render_html, report_data
@@ -117,7 +119,10 @@ def write_exports(
 
 
 def write_engine_exports(
-    picks: dict[str, TrialRecord | str], spec: RunSpec, folder: Path, recommended: int | None
+    picks: dict[str, TrialRecord | str],
+    spec: RunSpec,
+    folder: Path,
+    recommended: TrialRecord | None,
 ) -> None:
     """Each engine's files from the best variant it can express, plus a README saying which."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,9 +136,16 @@ def write_engine_exports(
         assert not isinstance(exp, str)
         for name, text in exp.files.items():
             (folder / name).write_text(text)
-        which = "the recommended variant" if pick.number == recommended else (
-            f"trial {pick.number}, the best variant {engine} can express "
-            f"(the recommended trial {recommended} is not expressible there)")  # fmt: skip
+        which = "the recommended variant"
+        if recommended is not None and pick.number != recommended.number:
+            assert recommended.config is not None
+            why = expressible(engine, recommended.config, spec)
+            which = (f"trial {pick.number}, the best variant {engine} can express (the "
+                     f"recommended trial {recommended.number} is not: {why})")  # fmt: skip
+        op = pick.capacity.operating or pick.capacity.at_sla if pick.capacity else None
+        if op is not None and pick.capacity is not None:
+            which += (f"; drive it at {op.load:.4g} {load_unit(pick.capacity.mode)} per replica "
+                      f"({op.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU)")  # fmt: skip
         readme += [f"## {engine} {exp.version}: {which}", "",
                    yaml.safe_dump({"config": pick.config.model_dump(mode="json")}, sort_keys=False),
                    exp.command, ""]  # fmt: skip
@@ -201,7 +213,8 @@ def write_outputs(
     picks = engine_picks(records, result, spec) if result.recommended is not None else None
     write_best(spec, records, result, files["best.yaml"], picks)
     if picks is not None:
-        write_engine_exports(picks, spec, run_dir / "exports", result.recommended)
+        rec = next(r for r in records if r.number == result.recommended)
+        write_engine_exports(picks, spec, run_dir / "exports", rec)
         files["exports"] = run_dir / "exports"
     data = report_data(spec, records, result, importance)
     files["report.html"].write_text(render_html(data))
