@@ -33,6 +33,11 @@ class FakeServerConfig:
     send_usage: bool = True
     tokenize: bool = True
     api_key: str | None = None
+    # Misbehaviours (for hardening tests):
+    raw_data: tuple[str, ...] = ()  # these `data:` payloads replace every token chunk
+    cut_after: int | None = None  # end the stream after this many tokens, without [DONE]
+    tokenize_tokens: list[Any] | None = None  # /tokenize answers these instead
+    usage_override: Any = None  # sent as the `usage` value when not None
 
 
 @dataclass
@@ -137,7 +142,7 @@ class _Handler:
         elif path == "/v1/models":
             writer.write(_response(200, {"data": [{"id": cfg.model, "object": "model"}]}))
         elif path == "/tokenize" and cfg.tokenize:
-            tokens = _tokenize(json.loads(body)["prompt"])
+            tokens = cfg.tokenize_tokens or _tokenize(json.loads(body)["prompt"])
             writer.write(_response(200, {"tokens": tokens, "count": len(tokens)}))
         elif path in ("/v1/completions", "/v1/chat/completions"):
             await self.generate(path, headers, json.loads(body), writer)
@@ -177,7 +182,15 @@ class _Handler:
         self.prompt_tokens += n_in
         await asyncio.sleep(cfg.ttft_s)
         sent = 0
+        if cfg.raw_data:
+            for data in cfg.raw_data:
+                writer.write(_chunk(data))
+            writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
+            return
         while sent < n:
+            if cfg.cut_after is not None and sent >= cfg.cut_after:
+                writer.write(b"0\r\n\r\n")  # the stream just ends: no usage, no [DONE]
+                return
             k = min(cfg.tokens_per_chunk, n - sent)
             text = " tok" * k
             choice = (
@@ -190,7 +203,9 @@ class _Handler:
             if sent < n:
                 await asyncio.sleep(cfg.itl_s)
         if cfg.send_usage and (req.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
+            usage: Any = {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
+            if cfg.usage_override is not None:
+                usage = cfg.usage_override
             writer.write(_chunk(json.dumps({"choices": [], "usage": usage})))
         writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
 

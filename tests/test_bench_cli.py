@@ -70,7 +70,9 @@ def test_wrong_url_gives_one_clear_line_and_exit_4() -> None:
         (["--rate", "1", "--concurrency", "2"], "exclusive"),
         (["--api", "embeddings"], "--api"),
         (["--sla", "no-such-sla"], "no-such-sla"),
-        (["--isl", "0"], "input_tokens"),
+        (["--isl", "0"], "--isl"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--timeout", "nan"], "--timeout"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:

@@ -21,7 +21,7 @@ def test_default_tune_reports_capacity_distinct_front_and_three_engine_exports(
     assert result.exit_code == 0, result.output
     out = result.output
     assert "mode: capacity" in out and "capacity at the SLA:" in out
-    assert "req/s and" in out and "output tok/s per GPU at" in out
+    assert "req/s, " in out and "output tok/s per GPU" in out and "req/s per replica: TTFT" in out
     best = yaml.safe_load((run / "best.yaml").read_text())
     rec = best["recommended"]
     assert best["mode"] == "capacity"

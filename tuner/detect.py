@@ -7,9 +7,16 @@ import difflib
 from pydantic import BaseModel
 
 from tuner.catalog import all_gpus
+from tuner.errors import InputError
 from tuner.specs import GPUProfile
 
-__all__ = ["DetectedGPU", "detect_gpus", "match_profile"]
+__all__ = [
+    "MEASURING_BACKENDS",
+    "DetectedGPU",
+    "detect_gpus",
+    "local_gpu_profile",
+    "match_profile",
+]
 
 
 class DetectedGPU(BaseModel):
@@ -67,3 +74,26 @@ def detect_gpus() -> list[DetectedGPU] | str:
         return found
     finally:
         pynvml.nvmlShutdown()
+
+
+# Backends that measure on this machine rather than predict a named GPU.
+MEASURING_BACKENDS = ("torch", "vllm")
+
+
+def local_gpu_profile(backend: str) -> tuple[str, str]:
+    """(profile name, one-line note) for a measuring backend run without --gpu: GPU 0 as NVML
+    reports it; InputError naming what to pass when no GPU (or no matching profile) is found."""
+    if backend not in MEASURING_BACKENDS:
+        raise InputError(f"--gpu is required with --backend {backend} (see `tuner profiles`)")
+    found = detect_gpus()
+    if isinstance(found, str) or not found:
+        reason = found if isinstance(found, str) else "NVML reports zero devices"
+        raise InputError(
+            f"--gpu not given and no NVIDIA GPU detected ({reason}); name the profile to "
+            "report results against with --gpu (see `tuner profiles`)"
+        )
+    gpu = found[0]
+    if gpu.profile is None:
+        raise InputError(f"--gpu not given and the local {gpu.name} matches no profile; pass "
+                         "--gpu NAME or a profile YAML (see `tuner profiles`)")  # fmt: skip
+    return gpu.profile, f"--gpu not given: measuring on GPU 0, {gpu.name} (profile {gpu.profile})"

@@ -350,7 +350,22 @@ class SearchSpace(_Strict):
         lo = spec.low if isinstance(spec, IntRange) else min(spec)
         if lo < 0 or hi > 8:
             raise ValueError(f"num_speculative_tokens must lie in 0..8 (got {lo}..{hi})")
+        for knob in ("max_num_batched_tokens", "max_num_seqs"):
+            _check_engine_bounds(knob, getattr(self, knob))
         return self
+
+
+def _check_engine_bounds(knob: str, spec: list[int] | IntRange) -> None:
+    """Every value a space can sample for `knob` must be one EngineConfig accepts."""
+    values = [spec.low, spec.high] if isinstance(spec, IntRange) else spec
+    for bound in EngineConfig.model_fields[knob].metadata:
+        low, high = getattr(bound, "ge", None), getattr(bound, "le", None)
+        bad = [
+            v for v in values if (low is not None and v < low) or (high is not None and v > high)
+        ]
+        if bad:
+            allowed = f">= {low}" if low is not None else f"<= {high}"
+            raise ValueError(f"{knob} value {bad[0]} is not allowed (must be {allowed})")
 
 
 # ----------------------------------------------------------------------------- engine config

@@ -7,9 +7,10 @@ pulls torch or an HTTP client.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from tuner.errors import InputError
+from tuner.errors import InputError, echo
 from tuner.perf.capacity import (
     FIRST_PROBE_RPS,
     Capacity,
@@ -42,10 +43,22 @@ BACKENDS: dict[str, str] = {
 }
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Instantiate a backend by name with backend-specific keyword options."""
     if name not in BACKENDS:
-        raise InputError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
+        raise InputError(f"unknown backend {echo(name)}; allowed: {', '.join(BACKENDS)}")
+    path = options.get("model_path")
+    if path is not None and not _is_dir(Path(path)):
+        # Caught here, not per trial: a search of variants that all fail would exit 0 or 3.
+        raise InputError(f"--model-path {echo(str(path))}: no such folder (expected a Hugging "
+                         "Face model folder with config.json and *.safetensors)")  # fmt: skip
     module_name, factory = BACKENDS[name].split(":")
     try:
         module = importlib.import_module(module_name)

@@ -11,7 +11,6 @@ probes that, and every request's `usage.completion_tokens` is checked against wh
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable
@@ -20,6 +19,14 @@ from typing import Any, Literal
 
 import httpx
 
+from tuner.bench.messages import (
+    body_message,
+    check_url,
+    choice_text,
+    is_text,
+    stream_message,
+    token_counts,
+)
 from tuner.bench.stats import RequestResult, aggregate
 from tuner.errors import BackendError
 from tuner.specs import SLA, Metrics, Workload
@@ -33,6 +40,7 @@ __all__ = [
     "run_workload",
     "arun_workload",
     "check_endpoint",
+    "check_url",
 ]
 
 Api = Literal["completions", "chat"]
@@ -50,7 +58,6 @@ _VOCABULARY = (
 )
 _WORDS = _VOCABULARY.split()
 _PATHS: dict[Api, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
-_ERROR_BODY_CHARS = 200  # enough of an error body to name the problem on one line
 _CONNECT_TIMEOUT_S = 10.0
 _PREFLIGHT_TIMEOUT_S = 30.0
 
@@ -133,17 +140,6 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _body_message(body: str) -> str:
-    """The `message` of an OpenAI error body, else the body's start, on one line."""
-    try:
-        data = json.loads(body)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", body) if isinstance(err, dict) else str(err)
-    except (json.JSONDecodeError, AttributeError):
-        msg = body
-    return " ".join(str(msg).split())[:_ERROR_BODY_CHARS]
-
-
 class _Client:
     """One benchmark's HTTP session and what it learned about the server."""
 
@@ -176,9 +172,11 @@ class _Client:
         served: list[str] = []
         if resp.status_code == 200:
             try:
-                served = [m["id"] for m in resp.json().get("data", [])]
-            except (ValueError, KeyError, TypeError, AttributeError):
-                served = []
+                listed = resp.json().get("data", [])
+            except (ValueError, AttributeError):
+                listed = []
+            if isinstance(listed, list):
+                served = [m["id"] for m in listed if isinstance(m, dict) and is_text(m.get("id"))]
         if not served and not self.model:
             raise BackendError(
                 f"{url} is not an OpenAI-compatible server (GET /v1/models: HTTP "
@@ -201,7 +199,9 @@ class _Client:
             return None
         if not isinstance(tokens, list) or len(tokens) < min_tokens:
             return None
-        return [int(t) for t in tokens]
+        if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+            return None  # not token ids: fall back to text prompts
+        return tokens
 
     def payload(self, req: PlannedRequest) -> dict[str, Any]:
         """The JSON body of one streamed request."""
@@ -239,21 +239,24 @@ class _Client:
         path = _PATHS[self.endpoint.api]
         chunks_with_text = 0
         usage_tokens: int | None = None
+        prompt_tokens: int | None = None
         start = last = time.perf_counter()
         async with self.http.stream("POST", path, json=self.payload(req)) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread()).decode(errors="replace")
-                result.error = f"HTTP {resp.status_code}: {_body_message(body)}"
+                result.error = f"HTTP {resp.status_code}: {body_message(body)}"
                 return
+            done_seen = False
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
                     continue  # blank separators, SSE comments and event names
                 data = line.removeprefix("data:").strip()
                 if data == "[DONE]":
+                    done_seen = True
                     break
-                chunk = json.loads(data)
+                chunk = stream_message(data)
                 if "error" in chunk:
-                    result.error = f"server error: {_body_message(data)}"
+                    result.error = f"server error: {body_message(data)}"
                     return
                 if choices := chunk.get("choices"):
                     now = time.perf_counter()
@@ -262,14 +265,17 @@ class _Client:
                     else:
                         result.success, result.ttft_s = True, now - start
                     last = now
-                    choice = choices[0]
-                    text = choice.get("text") or (choice.get("delta") or {}).get("content")
-                    chunks_with_text += bool(text)
+                    chunks_with_text += bool(choice_text(choices))
                 if usage := chunk.get("usage"):
-                    usage_tokens = usage.get("completion_tokens")
-                    result.input_tokens = usage.get("prompt_tokens") or result.input_tokens
+                    usage_tokens, prompt_tokens = token_counts(usage)
+                    result.input_tokens = prompt_tokens or result.input_tokens
         if not result.success:
             result.error = "the stream carried no tokens"
+            return
+        if not done_seen:
+            # The connection ended cleanly mid-answer: a cut stream is not a served request.
+            result.success = False
+            result.error = f"stream ended without [DONE] after {chunks_with_text} token chunks"
             return
         result.e2e_s = last - start
         if usage_tokens is None:

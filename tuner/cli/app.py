@@ -1,28 +1,71 @@
-"""The Typer application object and the guard that turns TunerError into one line + exit code."""
+"""The Typer application, its one-line error handling and the guard for TunerError."""
 
 from __future__ import annotations
 
 import functools
-import sys
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 
+# Typer vendors click; its exception classes are only reachable here.
+from typer._click import exceptions as click_errors
+from typer.core import TyperGroup
+
+from tuner.cli.output import console, err_console, print_error
 from tuner.errors import TunerError
 
-__all__ = ["app", "console", "err_console", "guarded"]
+__all__ = ["INTERNAL_ERROR_EXIT", "app", "console", "err_console", "finite_positive", "guarded"]
+
+# Exit code of an unexpected exception (a bug): distinct from the documented 2/3/4/130.
+INTERNAL_ERROR_EXIT = 1
+
+
+class OneLineGroup(TyperGroup):
+    """Click usage errors as one `error:` line (not a Rich box); Ctrl-C exits 130 quietly."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the CLI; every failure ends as one stderr line and an exit code."""
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except click_errors.NoArgsIsHelpError as exc:
+            typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            code = 0
+        except click_errors.ClickException as exc:
+            print_error(exc.format_message())
+            code = exc.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            print_error("interrupted")
+            code = 130
+        except Exception as exc:  # a bug: still one line for the user; TUNER_DEBUG=1 shows it
+            if os.environ.get("TUNER_DEBUG"):
+                raise
+            print_error(f"internal error ({type(exc).__name__}: {exc}); please report it "
+                        "(TUNER_DEBUG=1 shows the traceback)")  # fmt: skip
+            code = INTERNAL_ERROR_EXIT
+        if standalone_mode:
+            raise SystemExit(code)
+        return code
+
 
 app = typer.Typer(
     name="tuner",
+    cls=OneLineGroup,
     help="Find the LLM serving configuration that meets your latency SLA at the lowest cost.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,11 +79,20 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except TunerError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-            sys.stderr.flush()
+            # Only a failed search carries detail lines (its closest variants); user text
+            # inside any other message is flattened onto the one line.
+            head, *details = str(exc).split("\n") if exc.exit_code == 3 else [str(exc)]
+            print_error(head, details)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err_console.print("interrupted; completed work is kept in the run folder")
+            print_error("interrupted")
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def finite_positive(value: float | None) -> float | None:
+    """Typer callback: a flag that must be a finite number > 0 (None = not given)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a finite number > 0 (got {value:g})")
+    return value

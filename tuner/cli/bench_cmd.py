@@ -7,11 +7,13 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tuner import catalog
-from tuner.cli.app import app, console, err_console, guarded
+from tuner.cli.app import app, err_console, finite_positive, guarded
+from tuner.cli.output import print_table, say
 from tuner.errors import BackendError, InputError
 from tuner.specs import SLA, Metrics, Workload
 
@@ -59,7 +61,7 @@ def _workload(
 
 
 def _table(m: Metrics) -> Table:
-    t = Table(title=f"{m.extra.get('model', '')}: latency (ms)")
+    t = Table(title=escape(f"{m.extra.get('model', '')}: latency (ms)"))
     t.add_column("metric")
     for col in ("mean", "P50", "P90", "P95", "P99"):
         t.add_column(col, justify="right")
@@ -103,26 +105,48 @@ def bench(
     model: Annotated[
         str | None, typer.Option(help="Served model name (default: first listed)")
     ] = None,
-    isl: Annotated[int, typer.Option(help="Input tokens per request")] = 128,
-    osl: Annotated[int, typer.Option(help="Output tokens per request")] = 64,
-    rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, requests/s")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users (default 1)")] = None,
-    num_requests: Annotated[int, typer.Option(help="Measured requests (warm-up excluded)")] = 32,
+    isl: Annotated[int, typer.Option(min=1, help="Input tokens per request")] = 128,
+    osl: Annotated[int, typer.Option(min=1, help="Output tokens per request")] = 64,
+    rate: Annotated[
+        float | None,
+        typer.Option(callback=finite_positive, help="Poisson arrival rate, requests/s"),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Closed-loop users (default 1)")
+    ] = None,
+    num_requests: Annotated[
+        int, typer.Option(min=1, help="Measured requests (warm-up excluded)")
+    ] = 32,
     spread: Annotated[float, typer.Option(help="Uniform +- fraction around isl/osl")] = 0.0,
     sla: Annotated[
         str | None, typer.Option(help="SLA preset for goodput (see `tuner slas`)")
     ] = None,
-    ttft_ms: Annotated[float | None, typer.Option(help="TTFT bound, overrides the preset")] = None,
-    tpot_ms: Annotated[float | None, typer.Option(help="TPOT bound, overrides the preset")] = None,
+    ttft_ms: Annotated[
+        float | None,
+        typer.Option(callback=finite_positive, help="TTFT bound, overrides the preset"),
+    ] = None,
+    tpot_ms: Annotated[
+        float | None,
+        typer.Option(callback=finite_positive, help="TPOT bound, overrides the preset"),
+    ] = None,
     api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
-    timeout: Annotated[float, typer.Option(help="Per-request timeout, seconds")] = 300.0,
-    warmup: Annotated[int, typer.Option(help="Warm-up requests, not measured")] = 1,
+    timeout: Annotated[
+        float, typer.Option(callback=finite_positive, help="Per-request timeout, seconds")
+    ] = 300.0,
+    warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests, not measured")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of prompts and arrivals")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
 ) -> None:
     """Benchmark a running OpenAI-compatible server; API key from TUNER_API_KEY/OPENAI_API_KEY."""
-    from tuner.bench.loadgen import Endpoint, LoadOptions, check_endpoint, run_workload
+    from tuner.bench.loadgen import (
+        Endpoint,
+        LoadOptions,
+        check_endpoint,
+        check_url,
+        run_workload,
+    )
 
+    check_url(url)
     if api not in ("completions", "chat"):
         raise InputError(f"--api {api!r}: allowed values are completions, chat")
     workload = _workload(isl, osl, rate, concurrency, num_requests, spread, seed)
@@ -141,8 +165,8 @@ def bench(
     if json_out:
         typer.echo(metrics.model_dump_json(indent=2))
     else:
-        console.print(_table(metrics))
+        print_table(_table(metrics))
         for line in _summary(metrics, target_sla):
-            console.print(line, highlight=False)
+            say(line)
     if not metrics.feasible:
         raise BackendError(metrics.reason or "the benchmark failed")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import typer
 import yaml
 from pydantic import BaseModel
-from rich.table import Table
 
 from tuner import catalog
-from tuner.cli.app import app, console, guarded
+from tuner.cli.app import app, guarded
+from tuner.cli.output import print_json, print_rows, say
 from tuner.detect import detect_gpus
 from tuner.errors import InputError
 from tuner.specs import IntRange, ModelSpec
@@ -21,26 +22,25 @@ def _fmt(v: float) -> str:
     return "-" if v == 0 else f"{v:g}"
 
 
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (every field) instead")]
+
+
+def _dump(items: list[BaseModel]) -> list[dict[str, object]]:
+    return [i.model_dump(mode="json") for i in items]
+
+
 @app.command()
 @guarded
-def profiles() -> None:
+def profiles(as_json: JsonFlag = False) -> None:
     """List the GPU profiles (datasheet numbers) the tool can model."""
-    t = Table(title="GPU profiles (dense tensor-core peaks)")
-    for col in (
-        "name",
-        "arch",
-        "memory GiB",
-        "bandwidth GB/s",
-        "fp16 TFLOPS",
-        "fp8 TFLOPS",
-        "int8 TOPS",
-        "int4 TOPS",
-        "NVLink GB/s",
-        "TDP W",
-    ):
-        t.add_column(col, justify="left" if col in ("name", "arch") else "right")
-    for g in catalog.all_gpus():
-        t.add_row(
+    gpus = catalog.all_gpus()
+    if as_json:
+        print_json(_dump(list(gpus)))
+        return
+    columns = ("name", "arch", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS",
+               "int8 TOPS", "int4 TOPS", "NVLink GB/s", "TDP W")  # fmt: skip
+    rows = [
+        (
             g.name,
             g.architecture.value,
             f"{g.memory_gib:g}",
@@ -51,30 +51,35 @@ def profiles() -> None:
             _fmt(g.int4_tops),
             _fmt(g.nvlink_gbps),
             f"{g.tdp_w:g}",
-        )
-    console.print(t)
+        )  # fmt: skip
+        for g in gpus
+    ]
+    print_rows("GPU profiles (dense tensor-core peaks)", columns, rows, left=2)
+
+
+def _model_row(m: ModelSpec) -> tuple[str, ...]:
+    experts = f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-"
+    return (m.name, m.family, f"{m.num_params / 1e9:.2f}", f"{m.num_active_params / 1e9:.2f}",
+            str(m.num_layers), str(m.hidden_size), f"{m.num_attention_heads}/{m.num_kv_heads}",
+            experts, str(m.max_context))  # fmt: skip
 
 
 @app.command()
 @guarded
-def models() -> None:
+def models(as_json: JsonFlag = False) -> None:
     """List the model architecture cards (any HF config.json path works too)."""
-    t = Table(title="Models")
-    for col in (
-        "name",
-        "family",
-        "params (B)",
-        "active (B)",
-        "layers",
-        "hidden",
-        "heads/kv",
-        "experts",
-        "context",
-    ):
-        t.add_column(col, justify="left" if col in ("name", "family") else "right")
-    for m in catalog.all_models():
-        experts = f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-"
-        t.add_row(
+    cards = catalog.all_models()
+    if as_json:
+        docs = _dump(list(cards))
+        for doc, m in zip(docs, cards, strict=True):
+            doc["computed_params_b"] = round(m.num_params / 1e9, 3)
+            doc["computed_active_params_b"] = round(m.num_active_params / 1e9, 3)
+        print_json(docs)
+        return
+    columns = ("name", "family", "params (B)", "active (B)", "layers", "hidden", "heads/kv",
+               "experts", "context")  # fmt: skip
+    rows = [
+        (
             m.name,
             m.family,
             f"{m.num_params / 1e9:.2f}",
@@ -82,10 +87,12 @@ def models() -> None:
             str(m.num_layers),
             str(m.hidden_size),
             f"{m.num_attention_heads}/{m.num_kv_heads}",
-            experts,
+            f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-",
             str(m.max_context),
-        )
-    console.print(t)
+        )  # fmt: skip
+        for m in cards
+    ]
+    print_rows("Models", columns, rows, left=2)
 
 
 def _knob(v: object) -> str:
@@ -98,22 +105,16 @@ def _knob(v: object) -> str:
 
 @app.command()
 @guarded
-def spaces() -> None:
+def spaces(as_json: JsonFlag = False) -> None:
     """List the search spaces and their knobs."""
-    t = Table(title="Search spaces")
-    for col in (
-        "name",
-        "quantization",
-        "kv dtype",
-        "batched tokens",
-        "max seqs",
-        "tp",
-        "spec tokens",
-        "prefix cache",
-    ):
-        t.add_column(col)
-    for s in catalog.all_search_spaces():
-        t.add_row(
+    items = catalog.all_search_spaces()
+    if as_json:
+        print_json(_dump(list(items)))
+        return
+    columns = ("name", "quantization", "kv dtype", "batched tokens", "max seqs", "tp",
+               "spec tokens", "prefix cache")  # fmt: skip
+    rows = [
+        (
             s.name,
             _knob(s.quantization),
             _knob(s.kv_dtype),
@@ -122,45 +123,52 @@ def spaces() -> None:
             _knob(s.tensor_parallel_size),
             _knob(s.num_speculative_tokens),
             _knob(s.enable_prefix_caching),
-        )
-    console.print(t)
+        )  # fmt: skip
+        for s in items
+    ]
+    print_rows("Search spaces", columns, rows, left=len(columns))
 
 
 @app.command()
 @guarded
-def slas() -> None:
+def slas(as_json: JsonFlag = False) -> None:
     """List the SLA presets."""
-    t = Table(title="SLA presets")
-    for col in ("name", "TTFT ms", "TPOT ms", "percentile", "description"):
-        t.add_column(col)
-    for s in catalog.all_slas():
-        t.add_row(
+    items = catalog.all_slas()
+    if as_json:
+        print_json(_dump(list(items)))
+        return
+    rows = [
+        (
             s.name,
             "-" if s.ttft_ms is None else f"{s.ttft_ms:g}",
             "-" if s.tpot_ms is None else f"{s.tpot_ms:g}",
             f"P{s.percentile}",
             s.description,
-        )
-    console.print(t)
+        )  # fmt: skip
+        for s in items
+    ]
+    print_rows("SLA presets", ("name", "TTFT ms", "TPOT ms", "percentile", "description"), rows,
+               left=5)  # fmt: skip
 
 
 @app.command()
 @guarded
-def detect() -> None:
+def detect(as_json: JsonFlag = False) -> None:
     """Show the NVIDIA GPUs on this machine and the matching profile."""
     found = detect_gpus()
+    if as_json:
+        print_json({"gpus": [] if isinstance(found, str) else _dump(list(found)),
+                    "reason": found if isinstance(found, str) else None})  # fmt: skip
+        return
     if isinstance(found, str):
-        console.print(f"No NVIDIA GPU detected: {found}.")
+        say(f"No NVIDIA GPU detected: {found}.")
         return
     if not found:
-        console.print("No NVIDIA GPU detected: NVML reports zero devices.")
+        say("No NVIDIA GPU detected: NVML reports zero devices.")
         return
-    t = Table(title="Detected GPUs")
-    for col in ("index", "NVML name", "memory GiB", "profile"):
-        t.add_column(col)
-    for g in found:
-        t.add_row(str(g.index), g.name, f"{g.memory_gib:g}", g.profile or "(no match: use --gpu)")
-    console.print(t)
+    rows = [(str(g.index), g.name, f"{g.memory_gib:g}", g.profile or "(no match: use --gpu)")
+            for g in found]  # fmt: skip
+    print_rows("Detected GPUs", ("index", "NVML name", "memory GiB", "profile"), rows, left=4)
 
 
 _KIND_LOADERS = {
@@ -189,7 +197,7 @@ def show(
     if isinstance(obj, ModelSpec):
         data["computed_params_b"] = round(obj.num_params / 1e9, 3)
         data["computed_active_params_b"] = round(obj.num_active_params / 1e9, 3)
-    console.print(yaml.safe_dump(data, sort_keys=False).rstrip(), highlight=False)
+    say(yaml.safe_dump(data, sort_keys=False).rstrip())
 
 
 @app.command()
@@ -200,4 +208,4 @@ def validate(
 ) -> None:
     """Check a user-written YAML file against its schema; one line per problem, exit 2 if bad."""
     obj = _loader(kind)(str(path))
-    console.print(f"{path}: valid {kind} {getattr(obj, 'name', '')!r}")
+    say(f"{path}: valid {kind} {getattr(obj, 'name', '')!r}")

@@ -13,7 +13,9 @@ from rich.table import Table
 from tuner import catalog
 from tuner.backends import BACKENDS, get_backend
 from tuner.cli.app import app, console, guarded
-from tuner.errors import InputError
+from tuner.cli.output import print_note, print_table, say
+from tuner.detect import local_gpu_profile
+from tuner.errors import InputError, echo
 from tuner.perf.predict import NGRAM
 from tuner.specs import Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
 
@@ -174,7 +176,10 @@ def _summary_lines(m: Metrics) -> list[str]:
 @guarded
 def predict(
     model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
-    gpu: Annotated[str, typer.Option(help="GPU profile name, NVML alias or YAML")],
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
+    ] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel size (GPUs)")] = 1,
     quant: Annotated[str, typer.Option(help="Weight quantization")] = "bf16",
     kv_dtype: Annotated[str, typer.Option(help="KV-cache dtype: auto, fp8, int8")] = "auto",
@@ -199,7 +204,10 @@ def predict(
 ) -> None:
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""
     if backend not in BACKENDS:
-        raise InputError(f"--backend {backend!r} is not one of: {', '.join(BACKENDS)}")
+        raise InputError(f"--backend {echo(backend)} is not one of: {', '.join(BACKENDS)}")
+    if gpu is None:
+        gpu, note = local_gpu_profile(backend)
+        print_note(note)
     config, ctx = build_request(
         model=model, gpu=gpu, tp=tp, quant=quant, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs,
         max_batched_tokens=max_batched_tokens, spec_tokens=spec_tokens, draft_model=draft_model,
@@ -231,8 +239,8 @@ def predict(
         f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"
     )
     if not metrics.feasible:
-        console.print(f"{title}: infeasible: {metrics.reason}", highlight=False)
+        console.print(f"{title}: infeasible: {escape(metrics.reason or '')}", highlight=False)
         return
-    console.print(_table(metrics, title))
+    print_table(_table(metrics, title))
     for line in _summary_lines(metrics):
-        console.print(line, highlight=False)
+        say(line)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,12 +24,14 @@ from rich.progress import (
 from rich.table import Table
 
 from tuner import catalog
-from tuner.cli.app import app, console, guarded
+from tuner.cli.app import app, console, finite_positive, guarded
+from tuner.cli.output import print_note, print_table, say
 from tuner.cli.tune_summary import print_capacity_summary
+from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
-from tuner.run.folder import write_exports
+from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import DEFAULT_TRIALS, RunSpec, load_run_spec, resolve_drafts, run_dir_name
-from tuner.run.tune import TuneOutcome, rebuild, require_recommendation, tune
+from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommendation, tune
 from tuner.search.study import DEFAULT_SAMPLER
 from tuner.search.trials import ATTR_METRICS
 from tuner.specs import SLA, Workload
@@ -142,11 +146,12 @@ def _load_text(spec: RunSpec) -> str:
 
 
 class _ProgressCallback:
-    """Advances the Rich progress bar and tracks the best feasible throughput so far."""
+    """Advances the Rich bar (or prints a line) and tracks the best feasible throughput."""
 
-    def __init__(self, progress: Progress, task: Any, sla: SLA) -> None:
-        self.progress, self.task, self.sla = progress, task, sla
+    def __init__(self, progress: Progress | None, task: Any, total: int) -> None:
+        self.progress, self.task, self.total = progress, task, total
         self.best: float | None = None
+        self.done = 0
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         constraints = trial.constraints
@@ -158,7 +163,12 @@ class _ProgressCallback:
             )
             self.best = tput if self.best is None else max(self.best, tput)
         best = "-" if self.best is None else f"{self.best:,.0f}"
-        self.progress.update(self.task, advance=1, best=best)
+        self.done += 1
+        if self.progress is None:
+            say(f"trial {trial.number} {trial.state.name.lower()} ({self.done}/{self.total}); "
+                f"best feasible {best} tok/s/GPU")  # fmt: skip
+        else:
+            self.progress.update(self.task, advance=1, best=best)
 
 
 def _pareto_table(outcome: TuneOutcome) -> Table:
@@ -188,33 +198,37 @@ def _print_outcome(outcome: TuneOutcome) -> None:
     if outcome.result.mode == "capacity":
         print_capacity_summary(outcome)
         return
-    console.print("mode: fixed load (" + escape(_load_text(outcome.spec)) + ")", highlight=False)
+    say(f"mode: fixed load ({_load_text(outcome.spec)})")
     if outcome.result.front:
-        console.print(_pareto_table(outcome))
-    console.print(f"run folder: {escape(str(outcome.run_dir))}")
+        print_table(_pareto_table(outcome))
+    say(f"run folder: {outcome.run_dir}")
     for name, path in sorted(outcome.files.items()):
-        console.print(f"  {name}: {escape(str(path))}")
+        say(f"  {name}: {path}")
     number = require_recommendation(outcome)  # exits 3 with the closest misses when none
     room = "" if outcome.result.headroom_met else " (meets the SLA without the headroom margin)"
-    console.print(f"[bold]recommended: trial {number}[/]{room} (* in the table)")
+    say(f"recommended: trial {number}{room} (* in the table)", style="bold")
     vllm_sh = outcome.run_dir / "exports" / "vllm.sh"
     if vllm_sh.exists():
-        console.print("vLLM: " + escape(vllm_sh.read_text().split("exec ", 1)[-1].strip()))
+        say("vLLM: " + vllm_sh.read_text().split("exec ", 1)[-1].strip())
 
 
 @app.command("tune")
 @guarded
 def tune_command(
+    ctx: typer.Context,
     model: Annotated[
         str | None, typer.Option(help="Model name, YAML card or HF config.json")
     ] = None,
-    gpu: Annotated[str | None, typer.Option(help="GPU profile name, NVML alias or YAML")] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
+    ] = None,
     sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
     ttft_ms: Annotated[float | None, typer.Option(help="Custom TTFT bound, ms")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="Custom TPOT bound, ms")] = None,
     percentile: Annotated[int | None, typer.Option(help="SLA percentile: 50/90/95/99")] = None,
     space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
-    num_gpus: Annotated[int, typer.Option(help="GPUs available for tensor parallelism")] = 8,
+    num_gpus: Annotated[int, typer.Option(min=1, help="GPUs available for tensor parallelism")] = 8,
     workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
     isl: Annotated[int | None, typer.Option(help="Input tokens per request")] = None,
     osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
@@ -242,8 +256,10 @@ def tune_command(
     ] = False,
     model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
     sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = (DEFAULT_SAMPLER),
-    trials: Annotated[int | None, typer.Option(help="Finished trials to reach")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Stop after this many seconds")] = None,
+    trials: Annotated[int | None, typer.Option(min=1, help="Finished trials to reach")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(callback=finite_positive, help="Stop after this many seconds")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Sampler seed")] = 0,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (shared study)")] = None,
     study: Annotated[str, typer.Option(help="Study name in the storage")] = "tuner",
@@ -256,15 +272,17 @@ def tune_command(
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    _check_overrides(ctx, resume=resume, config=config)
     if resume is not None:
         spec = load_run_spec(resume)
-        folder = resume
     elif config is not None:
         spec = load_run_spec(config)
-        folder = run_dir or out / run_dir_name(spec, datetime.now())
     else:
-        if model is None or gpu is None:
-            raise InputError("--model and --gpu are required (or --config run.yaml / --resume DIR)")
+        if model is None:
+            raise InputError("--model is required (or --config run.yaml / --resume DIR)")
+        if gpu is None:
+            gpu, note = local_gpu_profile(backend)
+            print_note(note)
         spec = build_run_spec(
             model=model, gpu=gpu, sla=sla, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
             percentile=percentile, space=space, num_gpus=num_gpus, workload_file=workload,
@@ -277,25 +295,69 @@ def tune_command(
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
             study_name=study, compile_step=compile_step, capacity_load=capacity_load,
         )  # fmt: skip
-        folder = run_dir or out / run_dir_name(spec, datetime.now())
-    if trials is not None and (resume is not None or config is not None):
-        spec = spec.model_copy(update={"trials": trials})
+    folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
+    overrides = {"trials": trials, "timeout_s": timeout}
+    spec = spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    with _progress(spec) as callback:
+        outcome = tune(spec, folder, resume=resume is not None, fresh=fresh, callbacks=[callback])
+    finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
+    say(f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
+        f"{outcome.wall_s:.1f} s")  # fmt: skip
+    _print_outcome(outcome)
+
+
+def _target_folder(
+    spec: RunSpec, *, resume: Path | None, run_dir: Path | None, out: Path
+) -> tuple[Path, bool]:
+    """(run folder, whether this command created it); a --run-dir holding another run is
+    refused here, before any progress line is printed."""
+    if resume is not None:
+        return resume, False
+    if run_dir is not None:
+        check_run_dir(spec, run_dir)
+        return run_dir, False
+    # A new, exclusively created folder: two tunes in the same second never share one.
+    return claim_run_dir(out, run_dir_name(spec, datetime.now())), True
+
+
+# Flags that may change a run loaded from run.yaml (--config) or a run folder (--resume); every
+# other flag would be silently ignored, so it is refused.
+_CONFIG_OVERRIDES = frozenset({"trials", "timeout", "out", "run_dir", "config"})
+_RESUME_OVERRIDES = frozenset({"trials", "timeout", "resume"})
+
+
+def _check_overrides(ctx: typer.Context, *, resume: Path | None, config: Path | None) -> None:
+    if resume is None and config is None:
+        return
+    allowed, flag = (_RESUME_OVERRIDES, "--resume") if resume else (_CONFIG_OVERRIDES, "--config")
+    given = [
+        name for name in ctx.params
+        if (source := ctx.get_parameter_source(name)) is not None
+        and source.name == "COMMANDLINE" and name not in allowed
+    ]  # fmt: skip
+    if given:
+        flags = ", ".join("--" + g.replace("_", "-") for g in given)
+        ok = ", ".join("--" + a.replace("_", "-") for a in sorted(allowed))
+        raise InputError(f"{flags} cannot be combined with {flag} (the run's inputs come from "
+                         f"its run.yaml); allowed with {flag}: {ok}")  # fmt: skip
+
+
+@contextmanager
+def _progress(spec: RunSpec) -> Iterator[Callable[[optuna.Study, FrozenTrial], None]]:
+    """A Rich bar on a terminal, one plain line per trial otherwise (logs, pipes, CI)."""
+    title = f"tuning {spec.model.name} on {spec.gpu.name}"
+    if not console.is_terminal:
+        say(title)
+        yield _ProgressCallback(None, None, spec.trials)
+        return
     columns = (
         TextColumn("[progress.description]{task.description}"), BarColumn(),
         MofNCompleteColumn(), TextColumn("best feasible {task.fields[best]} tok/s/GPU"),
         TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
     )  # fmt: skip
     with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(f"tuning {spec.model.name} on {spec.gpu.name}",
-                                 total=spec.trials, best="-")  # fmt: skip
-        callback = _ProgressCallback(progress, task, spec.sla)
-        outcome = tune(spec, folder, resume=resume is not None, callbacks=[callback])
-    finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
-    console.print(
-        f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
-        f"{outcome.wall_s:.1f} s"
-    )
-    _print_outcome(outcome)
+        task = progress.add_task(escape(title), total=spec.trials, best="-")
+        yield _ProgressCallback(progress, task, spec.trials)
 
 
 @app.command()
@@ -315,11 +377,12 @@ def export(
 ) -> None:
     """Write vLLM / SGLang / TensorRT-LLM launch files for any evaluated trial."""
     spec = load_run_spec(run_dir)
-    from tuner.run.tune import open_study
+    from tuner.run.tune import open_study, readable_study
     from tuner.search.trials import record_from_frozen
 
     study = open_study(spec, run_dir, create=False)
-    found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
+    with readable_study(run_dir):
+        found = [t for t in study.get_trials(deepcopy=False) if t.number == trial]
     if not found:
         raise InputError(f"{run_dir}: no trial {trial} (trials 0..{len(study.trials) - 1})")
     record = record_from_frozen(found[0])
@@ -328,13 +391,14 @@ def export(
     folder = run_dir / "exports" / f"trial-{trial}"
     exports = write_exports(record.config, spec, folder, record.metrics)
     if record.metrics is not None and not record.meets(spec.sla):
-        console.print(f"[yellow]note:[/] trial {trial} does not meet the SLA "
-                      f"({escape(record.reason or 'latency bound missed')})")  # fmt: skip
+        say(f"note: trial {trial} does not meet the SLA "
+            f"({record.reason or 'latency bound missed'})")  # fmt: skip
     for engine, exp in exports.items():
         if isinstance(exp, str):
-            console.print(f"[bold]{engine}[/]: not expressible: {escape(exp)}")
+            say(f"{engine}: not expressible: {exp}")
         else:
-            console.print(f"[bold]{engine} {exp.version}[/]\n{escape(exp.command)}")
+            say(f"{engine} {exp.version}", style="bold")
+            say(exp.command)
             for note in exp.notes:
-                console.print(f"  note: {escape(note)}")
-    console.print(f"files: {escape(str(folder))}")
+                say(f"  note: {note}")
+    say(f"files: {folder}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from tuner.cli.app import console
+from tuner.cli.output import print_table, say
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation
@@ -18,11 +18,11 @@ MAX_FRONT_ROWS = 10
 
 
 def short_config(c: EngineConfig) -> str:
-    """A variant in a few words: weights/KV, TP, batch limits, speculation, prefix caching."""
+    """A variant in a few words: weights/KV, TP, seqs and batched-token limits, speculation."""
     spec = f" {c.draft_model}x{c.num_speculative_tokens}" if c.num_speculative_tokens else ""
-    return (f"{c.quantization.value}/{c.kv_dtype.value}kv tp{c.tensor_parallel_size} "
-            f"seqs{c.max_num_seqs} tok{c.max_num_batched_tokens}{spec}"
-            f"{'' if c.enable_prefix_caching else ' no-prefix'}")  # fmt: skip
+    prefix = "" if c.enable_prefix_caching else " no-prefix"
+    return (f"{c.quantization.value}/{c.kv_dtype.value} tp{c.tensor_parallel_size} "
+            f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
 
 
 def _bounds(sla: SLA) -> str:
@@ -35,10 +35,11 @@ def _bounds(sla: SLA) -> str:
 
 
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
+    rate = f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f} output"
+    where = f"at {format_load(p.load, mode)} {load_unit(mode)} per replica"
+    ttft, tpot = p.ttft_ms.at(pct), p.tpot_ms.at(pct)
     return (
-        f"{p.requests_per_s_per_gpu:,.2f} req/s and {p.output_tokens_per_s_per_gpu:,.0f} "
-        f"output tok/s per GPU at {format_load(p.load, mode)} {load_unit(mode)} per replica; "
-        f"TTFT P{pct} {p.ttft_ms.at(pct):,.1f} ms, TPOT P{pct} {p.tpot_ms.at(pct):,.2f} ms"
+        f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms, TPOT P{pct} {tpot:,.2f} ms"
     )
 
 
@@ -64,43 +65,34 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     spec, result = outcome.spec, outcome.result
     pct = spec.sla.percentile
     how = "open-loop Poisson rate" if spec.capacity_load == "rate" else "closed-loop users"
-    console.print(f"mode: capacity ({how}): each variant's highest load meeting "
-                  f"{_bounds(spec.sla)}", highlight=False)  # fmt: skip
+    say(f"mode: capacity ({how}): each variant's highest load meeting {_bounds(spec.sla)}")
     if result.frontier:
-        console.print(_front_table(outcome))
-        console.print(
-            "load in " + load_unit(spec.capacity_load) + " per replica; n = variants "
-            "with this outcome (knobs that did not matter: pareto.csv)",
-            highlight=False,
-        )
-    console.print(
-        f"full tables: {escape(str(outcome.files.get('pareto.csv', '')))}, "
-        f"{escape(str(outcome.files.get('trials.csv', '')))}",
-        highlight=False,
-    )
-    console.print(f"report: {escape(str(outcome.files.get('report.html', '')))}", highlight=False)
+        print_table(_front_table(outcome))
+        say(f"load: {load_unit(spec.capacity_load)} per replica; s/b: max seqs / batched tokens;")
+        say("n: variants with this outcome (the knobs that did not matter: pareto.csv)")
+    say(f"full tables: {outcome.files.get('pareto.csv', '')}")
+    say(f"             {outcome.files.get('trials.csv', '')}")
+    say(f"report: {outcome.files.get('report.html', '')}")
     number = require_recommendation(outcome)  # exits 3 with the closest misses when none
     rec = next(r for r in outcome.records if r.number == number)
     assert rec.config is not None and rec.capacity is not None
     cap = rec.capacity
-    console.print(f"[bold]recommended: trial {number}[/]: {escape(short_config(rec.config))}")
+    say(f"recommended: trial {number}: {short_config(rec.config)}", style="bold")
     top, op = cap.at_sla, cap.operating
     assert top is not None
-    console.print(f"  capacity at the SLA: {_at(top, cap.mode, pct)}", highlight=False)
+    say(f"  capacity at the SLA: {_at(top, cap.mode, pct)}")
     if op is not None:
-        console.print(f"  operate at ({cap.headroom:.0%} headroom): {_at(op, cap.mode, pct)}",
-                      highlight=False)  # fmt: skip
+        say(f"  operate at ({cap.headroom:.0%} headroom): {_at(op, cap.mode, pct)}")
     else:
-        console.print("  no probed load keeps the headroom margin: run below capacity",
-                      highlight=False)  # fmt: skip
+        say("  no probed load keeps the headroom margin: run below capacity")
     picks = engine_picks(outcome.records, result, spec)
     for key, engine, path in (("vllm", "vLLM", "vllm.sh"), ("sglang", "SGLang", "sglang.sh"),
                               ("trtllm", "TRT-LLM", "trtllm.sh")):  # fmt: skip
         file, pick = outcome.run_dir / "exports" / path, picks.get(key)
         if isinstance(pick, str):
-            console.print(f"  {engine}: no export ({escape(pick)})", highlight=False)
+            say(f"  {engine}: no export ({pick})")
             continue
         if pick is None or not file.exists():
             continue
         whose = "" if pick.number == number else f" (trial {pick.number}, best it can express)"
-        console.print(f"  {engine}{whose}: {escape(str(file))}", highlight=False)
+        say(f"  {engine}{whose}: {file}")

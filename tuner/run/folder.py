@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from tuner.specs import EngineConfig, Metrics
 
 __all__ = [
     "OUTPUT_FILES",
+    "claim_run_dir",
+    "make_run_dir",
     "export_config",
     "write_best",
     "write_engine_exports",
@@ -37,6 +41,60 @@ __all__ = [
 
 OUTPUT_FILES = ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml")
 _KNOBS = tuple(EngineConfig.model_fields)
+# Files derived from the study: removed before a rewrite, so an interrupted write leaves none
+# that is stale (run.yaml is the run's input, not derived).
+_DERIVED = tuple(n for n in OUTPUT_FILES if n != "run.yaml")
+# Suffixes tried when a timestamped run folder name is taken (two tunes in the same second).
+_MAX_NAME_SUFFIX = 1000
+
+
+def _folder_error(path: Path, exc: OSError) -> InputError:
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        return InputError(f"{path}: a file is in the way; a run folder must be a folder")
+    return InputError(f"{path}: cannot create the run folder ({exc.strerror or exc})")
+
+
+def make_run_dir(path: Path) -> None:
+    """Create `path` (and parents) as a folder, or say in one line why it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _folder_error(path, exc) from exc
+
+
+def claim_run_dir(parent: Path, name: str) -> Path:
+    """Create a new, empty run folder `parent/name` (or `name-2`, `name-3`...) exclusively.
+
+    mkdir without exist_ok is atomic, so two tunes started in the same second never share one.
+    """
+    make_run_dir(parent)
+    for i in range(1, _MAX_NAME_SUFFIX + 1):
+        path = parent / (name if i == 1 else f"{name}-{i}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _folder_error(path, exc) from exc
+    raise InputError(f"{parent}: {_MAX_NAME_SUFFIX} run folders named {name}; use --run-dir")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write via a temporary file and rename: a reader (or Ctrl-C) never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _clear_derived(run_dir: Path) -> None:
+    for name in _DERIVED:
+        (run_dir / name).unlink(missing_ok=True)
+    exports = run_dir / "exports"
+    if exports.is_dir():  # the recommendation's files; trial-N/ folders are `tuner export`'s
+        for f in exports.iterdir():
+            if f.is_file():
+                f.unlink()
 
 
 def _row(r: TrialRecord, spec: RunSpec) -> dict[str, Any]:
@@ -68,10 +126,11 @@ def write_trials_csv(records: list[TrialRecord], spec: RunSpec, path: Path) -> N
     """One row per trial: knobs, state, SLA status, latencies, throughput, memory."""
     rows = [_row(r, spec) for r in records]
     fields = list(_row(TrialRecord(number=0, state="failed", params={}), spec))
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    _write_text(path, buffer.getvalue())
 
 
 def export_config(
@@ -186,7 +245,7 @@ def write_best(spec: RunSpec, records: list[TrialRecord], result: ParetoResult, 
     data["pareto_trials"] = result.front
     data["knee_trial"] = result.knee
     data["hypervolume"] = result.hypervolume
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    _write_text(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def write_outputs(
@@ -197,9 +256,10 @@ def write_outputs(
     importance: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, Path]:
     """Write every result file of a run folder; returns name -> path."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_run_dir(run_dir)
+    _clear_derived(run_dir)
     files = {name: run_dir / name for name in OUTPUT_FILES}
-    files["run.yaml"].write_text(spec.to_yaml())
+    _write_text(files["run.yaml"], spec.to_yaml())
     write_trials_csv(sorted(records, key=lambda r: r.number), spec, files["trials.csv"])
     front = {n: i for i, n in enumerate(result.front)}
     if result.mode == "capacity":
@@ -217,5 +277,5 @@ def write_outputs(
         write_engine_exports(picks, spec, run_dir / "exports", rec)
         files["exports"] = run_dir / "exports"
     data = report_data(spec, records, result, importance)
-    files["report.html"].write_text(render_html(data))
+    _write_text(files["report.html"], render_html(data))
     return files

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +22,11 @@ __all__ = ["DEFAULT_TRIALS", "RunSpec", "load_run_spec", "resolve_drafts", "run_
 
 DEFAULT_TRIALS = 200
 RUN_FILE = "run.yaml"
+# What a run is about: two specs that differ here are different runs and never share a folder.
+RUN_IDENTITY = ("model", "gpu", "sla", "workload", "space", "num_gpus", "drafts", "backend",
+                "backend_options", "mode", "capacity_load", "probe_budget")  # fmt: skip
+# What a variant's measured metrics depend on besides its engine knobs (the space does not).
+METRICS_INPUTS = tuple(f for f in RUN_IDENTITY if f != "space")
 
 
 class RunSpec(BaseModel):
@@ -73,6 +80,20 @@ class RunSpec(BaseModel):
         if missing:
             raise InputError(f"draft models {missing} are not resolved in the run spec")
         return self
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that make two runs the same run (JSON-ready)."""
+        return self.model_dump(mode="json", include=set(RUN_IDENTITY))
+
+    def differs_from(self, other: RunSpec) -> list[str]:
+        """Names of the identity fields in which `other` is a different run."""
+        mine, theirs = self.identity(), other.identity()
+        return [f for f in RUN_IDENTITY if mine.get(f) != theirs.get(f)]
+
+    def metrics_key(self) -> str:
+        """Digest of every input besides the engine knobs that changes a variant's metrics."""
+        data = self.model_dump(mode="json", include=set(METRICS_INPUTS))
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_yaml(self) -> str:
         """run.yaml text."""

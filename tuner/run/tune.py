@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import shutil
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +16,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.backends import get_backend
-from tuner.errors import InputError, NoFeasibleConfigError
-from tuner.run.folder import write_outputs
+from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
+from tuner.run.folder import make_run_dir, write_outputs
 from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
 from tuner.search.pareto import ParetoResult, analyze, no_feasible_message
@@ -21,6 +25,8 @@ from tuner.search.trials import TrialRecord
 
 __all__ = [
     "TuneOutcome",
+    "check_run_dir",
+    "readable_study",
     "importances",
     "open_study",
     "rebuild",
@@ -52,8 +58,14 @@ def storage_url(spec: RunSpec, run_dir: Path) -> str:
 
 
 def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
-    """Create or join the run's study (same name, same objectives)."""
-    storage = search.make_storage(storage_url(spec, run_dir))
+    """Create or join the run's study (same name, same objectives); never creates a file when
+    `create` is False."""
+    url = storage_url(spec, run_dir)
+    if not create and spec.storage is None and not (run_dir / STUDY_FILE).is_file():
+        raise InputError(f"{run_dir}: no {STUDY_FILE} (not a finished or running tune folder)")
+    if url.startswith("journal:") and Path(url.removeprefix("journal:")).is_dir():
+        raise InputError(f"--storage {url}: is a folder; name a journal file (journal:FILE)")
+    storage = search.make_storage(url)
     sampler = search.make_sampler(spec.sampler, seed=spec.seed, space=spec.space)
     if not create:
         try:
@@ -97,10 +109,21 @@ def importances(
     return out
 
 
+@contextmanager
+def readable_study(where: Path) -> Iterator[None]:
+    """Turn a study whose stored JSON is corrupted (hand-edited, truncated) into one line."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: the study's stored trials are corrupted ({exc.msg}); "
+                         "start a new run folder") from exc  # fmt: skip
+
+
 def _analyse_and_write(
     spec: RunSpec, study: optuna.Study, run_dir: Path
 ) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
-    records = search.records(study)
+    with readable_study(run_dir):
+        records = search.records(study)
     result = analyze(records, spec.sla, capacity=spec.is_capacity)
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
@@ -109,36 +132,124 @@ def _analyse_and_write(
     return records, result, files
 
 
-def tune(
-    spec: RunSpec,
-    run_dir: Path,
-    *,
-    resume: bool = False,
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
-) -> TuneOutcome:
-    """Run (or resume) the search and write the run folder; KeyboardInterrupt keeps the work."""
-    started = time.perf_counter()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        (run_dir / RUN_FILE).write_text(spec.to_yaml())
-    study = open_study(spec, run_dir, create=True)
-    interrupted = search.fail_interrupted_trials(study) if resume else []
+class _DropInterruptTraceback(logging.Filter):
+    """Optuna logs a Ctrl-C'd trial with its full traceback; the CLI says it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[0] if record.exc_info else None
+        return not (exc is not None and issubclass(exc, KeyboardInterrupt))
+
+
+@contextmanager
+def _quiet_interrupts() -> Iterator[None]:
+    logger, quiet = logging.getLogger("optuna.study._optimize"), _DropInterruptTraceback()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
+    """Refuse to write `spec` into a folder that already holds a different run."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir}: is a file; the run folder must be a folder")
+    if not (run_dir / RUN_FILE).exists():
+        if (run_dir / STUDY_FILE).exists():
+            raise InputError(f"{run_dir}: holds a {STUDY_FILE} but no {RUN_FILE}; choose another "
+                             "--run-dir")  # fmt: skip
+        return
+    earlier = load_run_spec(run_dir)
+    differs = spec.differs_from(earlier)
+    if differs:
+        raise InputError(
+            f"{run_dir} holds another run ({earlier.model.name} on {earlier.gpu.name}, SLA "
+            f"{earlier.sla.name}, backend {earlier.backend}; differs in {', '.join(differs)}): "
+            f"choose another --run-dir, or continue that run with --resume {run_dir}"
+        )
+
+
+def _finished_trials(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, search.Evaluator]:
+    """Build the backend, write run.yaml, open the study: everything before the first trial."""
     options = dict(spec.backend_options)
     if spec.backend == "vllm":
         # Server logs belong with the run they explain, not in a temp folder.
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
     backend = get_backend(spec.backend, **options)
+    make_run_dir(run_dir)
+    if not resume:
+        (run_dir / RUN_FILE).write_text(spec.to_yaml())
+    study = open_study(spec, run_dir, create=True)
     evaluator = search.Evaluator(
-        backend, spec.context(), spec.space, spec.drafts,
+        backend, spec.context(), spec.space, spec.drafts, metrics_key=spec.metrics_key(),
         capacity=spec.capacity_load if spec.is_capacity else None, budget=spec.probe_budget,
     )  # fmt: skip
+    return study, evaluator
+
+
+def _write_after_search(
+    spec: RunSpec, study: optuna.Study, run_dir: Path
+) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
     try:
-        search.optimize(
-            study, evaluator, trials=spec.trials, timeout_s=spec.timeout_s, callbacks=callbacks
+        return _analyse_and_write(spec, study, run_dir)
+    except KeyboardInterrupt:
+        raise InterruptedRunError(
+            f"interrupted while writing {run_dir}: its report, CSVs and exports are incomplete; "
+            f"the trials are kept in the study, rebuild them with `tuner report {run_dir}`"
+        ) from None
+
+
+def tune(
+    spec: RunSpec,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    fresh: bool = False,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+) -> TuneOutcome:
+    """Run (or resume) the search and write the run folder; Ctrl-C keeps the finished trials.
+
+    `fresh` says the caller created `run_dir` for this run: a run that fails before any trial
+    finishes removes it again, so a failed tune leaves no empty folder behind.
+    """
+    started = time.perf_counter()
+    if not resume:
+        check_run_dir(spec, run_dir)
+    created = fresh or not run_dir.exists()
+    try:
+        study, evaluator = _start(spec, run_dir, resume)
+    except BaseException:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    with readable_study(run_dir):
+        interrupted = search.fail_interrupted_trials(study) if resume else []
+    stopped = False
+    try:
+        with _quiet_interrupts(), readable_study(run_dir):
+            search.optimize(study, evaluator, trials=spec.trials, timeout_s=spec.timeout_s,
+                            callbacks=callbacks)  # fmt: skip
+    except KeyboardInterrupt:
+        stopped = True
+    except BaseException:
+        if created and _finished_trials(study) == 0:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    if stopped and created and _finished_trials(study) == 0:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise InterruptedRunError(f"interrupted before any trial finished; removed {run_dir}")
+    records, result, files = _write_after_search(spec, study, run_dir)
+    if stopped:
+        raise InterruptedRunError(
+            f"interrupted; {_finished_trials(study)} finished trials are kept and written to "
+            f"{run_dir}; continue with `tuner tune --resume {run_dir}`"
         )
-    finally:
-        # Ctrl-C still leaves a complete run folder for the trials that finished.
-        records, result, files = _analyse_and_write(spec, study, run_dir)
     return TuneOutcome(
         spec=spec,
         run_dir=run_dir,

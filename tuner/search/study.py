@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import optuna
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, Trial, TrialState
+from pydantic import ValidationError
 
 from tuner.backends import Backend, evaluate_capacity
 from tuner.errors import InputError
@@ -27,6 +28,7 @@ from tuner.search.trials import (
     ATTR_CONFIG,
     ATTR_DUPLICATE_OF,
     ATTR_METRICS,
+    ATTR_METRICS_KEY,
     ATTR_REASON,
     KNOBS,
     TrialRecord,
@@ -94,12 +96,16 @@ def config_from_params(params: dict[str, Any]) -> EngineConfig | str:
     if k and not draft:
         return f"num_speculative_tokens={k} without a draft model"
     # A draft with zero speculative tokens is the plain engine: the same variant as no draft.
-    return EngineConfig(**{**params, "draft_model": draft if k else None})
+    try:
+        return EngineConfig(**{**params, "draft_model": draft if k else None})
+    except ValidationError as exc:  # a space value no engine accepts (SearchSpace checks first)
+        return "; ".join(str(e["msg"]) for e in exc.errors())
 
 
-def _evenly(values: list[int], n: int) -> list[int]:
+def _evenly(values: Sequence[int], n: int) -> list[int]:
+    # A range is indexed, never materialised: a grid over 1..10**12 stays 8 values.
     if len(values) <= n:
-        return values
+        return list(values)
     idx = {round(i * (len(values) - 1) / (n - 1)) for i in range(n)}
     return [values[i] for i in sorted(idx)]
 
@@ -111,7 +117,7 @@ def grid_values(spec: Any) -> list[Any]:
     if spec.log:
         powers = [2**i for i in range(int(math.log2(spec.high)) + 1) if 2**i >= spec.low]
         return _evenly(sorted({spec.low, *powers, spec.high}), GRID_POINTS_PER_RANGE)
-    return _evenly(list(range(spec.low, spec.high + 1, spec.step)), GRID_POINTS_PER_RANGE)
+    return _evenly(range(spec.low, spec.high + 1, spec.step), GRID_POINTS_PER_RANGE)
 
 
 def make_sampler(name: str, *, seed: int, space: SearchSpace) -> BaseSampler:
@@ -190,12 +196,16 @@ class Evaluator:
         ctx: Context,
         space: SearchSpace,
         drafts: dict[str, ModelSpec] | None = None,
+        metrics_key: str = "",
         *,
         capacity: LoadMode | None = None,
         budget: ProbeBudget | None = None,
     ) -> None:
         """`capacity` ("rate" or "users") searches each variant's capacity; None = fixed load."""
         self.backend = backend
+        # Digest of the model/GPU/SLA/workload/backend the metrics were measured for: a cached
+        # evaluation is reused only by trials with the same key, never across runs.
+        self.metrics_key = metrics_key
         self.ctx = ctx
         self.space = space
         self.drafts = drafts or {}
@@ -213,10 +223,17 @@ class Evaluator:
             if t.number in self._seen:
                 continue
             self._seen.add(t.number)
-            cfg, met = t.user_attrs.get(ATTR_CONFIG), t.user_attrs.get(ATTR_METRICS)
-            if cfg and met and t.user_attrs.get(ATTR_DUPLICATE_OF) is None:
-                key = EngineConfig.model_validate(cfg).key()
-                self._cache.setdefault(key, (t.number, met, t.user_attrs.get(ATTR_CAPACITY)))
+            attrs = t.user_attrs
+            cfg, met = attrs.get(ATTR_CONFIG), attrs.get(ATTR_METRICS)
+            if attrs.get(ATTR_METRICS_KEY, "") != self.metrics_key:
+                continue  # measured for another model/GPU/SLA/workload/backend
+            if cfg and met and attrs.get(ATTR_DUPLICATE_OF) is None:
+                try:
+                    key = EngineConfig.model_validate(cfg).key()
+                    Metrics.model_validate(met)
+                except (ValidationError, TypeError):
+                    continue  # unreadable trial data is not reused
+                self._cache.setdefault(key, (t.number, met, attrs.get(ATTR_CAPACITY)))
 
     def _context_for(self, config: EngineConfig) -> Context:
         if config.draft_model and config.draft_model != "ngram":
@@ -244,6 +261,7 @@ class Evaluator:
             raise optuna.TrialPruned(reason)
         assert isinstance(config, EngineConfig)
         trial.set_user_attr(ATTR_CONFIG, config.model_dump(mode="json"))
+        trial.set_user_attr(ATTR_METRICS_KEY, self.metrics_key)
         key = config.key()
         if key not in self._cache:
             self._refresh_cache(trial.study)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tuner.errors import one_line
 from tuner.perf.capacity import Capacity
 from tuner.search.objectives import constraint_values, objectives_for
 from tuner.specs import SLA, EngineConfig, Metrics
@@ -32,6 +33,7 @@ ATTR_CONFIG = "config"
 ATTR_METRICS = "metrics"
 ATTR_REASON = "reason"
 ATTR_DUPLICATE_OF = "duplicate_of"
+ATTR_METRICS_KEY = "metrics_key"
 ATTR_CAPACITY = "capacity"
 
 
@@ -83,14 +85,21 @@ def record_from_frozen(trial: Any) -> TrialRecord:
     config = attrs.get(ATTR_CONFIG)
     metrics = attrs.get(ATTR_METRICS)
     duration = trial.duration.total_seconds() if trial.duration is not None else None
-    return TrialRecord(
-        number=trial.number,
-        state=_STATES[trial.state.name],
-        params=dict(trial.params),
-        config=EngineConfig.model_validate(config) if config else None,
-        metrics=Metrics.model_validate(metrics) if metrics else None,
-        reason=attrs.get(ATTR_REASON),
-        duplicate_of=attrs.get(ATTR_DUPLICATE_OF),
-        capacity=Capacity.model_validate(attrs[ATTR_CAPACITY]) if ATTR_CAPACITY in attrs else None,
-        duration_s=duration,
-    )
+    try:
+        return TrialRecord(
+            number=trial.number,
+            state=_STATES[trial.state.name],
+            params=dict(trial.params),
+            config=EngineConfig.model_validate(config) if config else None,
+            metrics=Metrics.model_validate(metrics) if metrics else None,
+            reason=attrs.get(ATTR_REASON),
+            duplicate_of=attrs.get(ATTR_DUPLICATE_OF),
+            capacity=Capacity.model_validate(attrs[ATTR_CAPACITY])
+            if ATTR_CAPACITY in attrs
+            else None,
+            duration_s=duration,
+        )
+    except (ValidationError, TypeError, ValueError, KeyError) as exc:
+        # A hand-edited or corrupted study: show the trial as failed instead of failing the run.
+        reason = f"unreadable trial data ({one_line(str(exc), 120)})"
+        return TrialRecord(number=trial.number, state="failed", params={}, reason=reason)
