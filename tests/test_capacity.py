@@ -146,3 +146,33 @@ def test_variants_with_equal_outcomes_collapse_into_one_row_naming_the_idle_knob
     assert all(r.did_not_matter == {"max_num_seqs": [256, 512]} for r in rows)
     metrics = [(r.output_tokens_per_s_per_gpu, r.tpot_ms, r.ttft_ms) for r in rows]
     assert len(set(metrics)) == len(metrics)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([100.0, 101.0, 150.0]), st.sampled_from([5.0, 5.02, 8.0]),
+                  st.sampled_from([1000.0, 1005.0, 2000.0]), st.integers(8, 512)),
+        min_size=1, max_size=12,
+    )
+)  # fmt: skip
+def test_frontier_rows_are_distinct_outcomes(rows: list[tuple[float, float, float, int]]) -> None:
+    from tuner.perf.capacity import Capacity, LoadPoint
+    from tuner.search.frontier import OUTCOME_TOLERANCE
+
+    records = []
+    for i, (ttft, tpot, tput, seqs) in enumerate(rows):
+        point = LoadPoint(load=1.0, requests_per_s_per_gpu=1.0, output_tokens_per_s_per_gpu=tput,
+                          ttft_ms=_flat(ttft), tpot_ms=_flat(tpot), meets_sla=True,
+                          meets_headroom=True)  # fmt: skip
+        cap = Capacity(mode="rate", points=[point], probes=1)
+        records.append(_record(i, seqs, cap.model_dump(mode="json")))
+    front = capacity_frontier(records, SLA(ttft_ms=500, tpot_ms=50))
+    assert front and sum(len(r.variants) for r in front) <= len(rows)
+    for a in front:
+        for b in front:
+            if a is not b:
+                same = all(abs(x - y) <= OUTCOME_TOLERANCE * max(x, y) for x, y in (
+                    (a.ttft_ms, b.ttft_ms), (a.tpot_ms, b.tpot_ms),
+                    (a.output_tokens_per_s_per_gpu, b.output_tokens_per_s_per_gpu)))  # fmt: skip
+                assert not same

@@ -56,3 +56,27 @@ def test_unknown_capacity_load_is_one_line_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [*BASE, "--capacity-load", "qps", "--run-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert "--capacity-load 'qps' is not one of: rate, users" in result.output
+
+
+def test_capacity_report_data_matches_the_frontier(tmp_path: Path) -> None:
+    from tuner.run.report_capacity import MAX_CURVES, capacity_report
+    from tuner.run.spec import load_run_spec
+    from tuner.run.tune import open_study
+    from tuner.search import study as search
+    from tuner.search.pareto import analyze
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [*BASE, "--trials", "20", "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    spec = load_run_spec(run)
+    records = search.records(open_study(spec, run, create=False))
+    res = analyze(records, spec.sla)
+    assert res.mode == "capacity"
+    data = capacity_report(records, res, spec.sla)
+    assert len(data.front_tok_s) == len(res.frontier) == len(data.front_user_tok_s)
+    assert data.recommended is not None and 0 < len(data.curves) <= MAX_CURVES
+    for curve in data.curves:
+        assert curve.load == sorted(curve.load)
+    # The frontier trades per-user speed for throughput: sorted by tok/s, speed never rises.
+    speeds = [s for _, s in sorted(zip(data.front_tok_s, data.front_user_tok_s, strict=True))]
+    assert all(a >= b for a, b in zip(speeds, speeds[1:], strict=False))
