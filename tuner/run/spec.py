@@ -44,8 +44,10 @@ class RunSpec(BaseModel):
         default_factory=dict, description="Draft models of the space, resolved"
     )
     model_source: str = Field(description="Model id the exports serve (HF id or path)")
+    # `tuner tune` sets the mode (capacity unless a rate or concurrency is given); the default
+    # reads a run.yaml written before capacity mode existed as the fixed-load run it was.
     mode: Literal["capacity", "fixed"] = Field(
-        default="capacity",
+        default="fixed",
         description="capacity: each variant's highest load meeting the SLA; fixed: the workload's",
     )
     capacity_load: LoadMode = Field(
