@@ -176,3 +176,19 @@ def test_frontier_rows_are_distinct_outcomes(rows: list[tuple[float, float, floa
                     (a.ttft_ms, b.ttft_ms), (a.tpot_ms, b.tpot_ms),
                     (a.output_tokens_per_s_per_gpu, b.output_tokens_per_s_per_gpu)))  # fmt: skip
                 assert not same
+
+
+def test_a_backend_without_its_own_search_is_probed_through_evaluate() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _fake_backend import FakeBackend
+
+    backend = FakeBackend()  # load-independent latencies: every probe meets the SLA
+    ctx = _ctx(sla=SLA(ttft_ms=10_000, tpot_ms=1_000))
+    cap, m = evaluate_capacity(backend, EngineConfig(max_num_seqs=8), ctx,  # type: ignore[arg-type]
+                               budget=ProbeBudget(max_probes=3))  # fmt: skip
+    assert backend.calls == cap.probes == 3 and cap.budget_exhausted
+    assert [p.load for p in cap.points] == [0.5, 2.0, 8.0]
+    assert m.extra["capacity_load"] == 8.0 and m.extra["capacity_budget_exhausted"] is True

@@ -11,14 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InputError, echo
-from tuner.perf.capacity import (
-    FIRST_PROBE_RPS,
-    Capacity,
-    LoadMode,
-    ProbeBudget,
-    find_capacity,
-    workload_at,
-)
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics
 
 __all__ = ["BACKENDS", "Backend", "capacity_extra", "evaluate_capacity", "get_backend"]
@@ -108,18 +101,9 @@ def evaluate_capacity(
     if own is not None:
         cap, metrics = own(config, ctx, mode=mode, budget=budget)
     else:
-        runs: dict[float, Metrics] = {}
-
-        def probe(load: float) -> Metrics:
-            runs[load] = backend.evaluate(config, ctx.model_copy(
-                update={"workload": workload_at(ctx.workload, mode, load)}))  # fmt: skip
-            return runs[load]
-
-        low = FIRST_PROBE_RPS if mode == "rate" else 1.0
-        cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
-                                    tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
-        top = cap.at_sla
-        metrics = failed or runs[top.load if top else min(runs)]
+        cap, metrics = measured_capacity(
+            lambda at: backend.evaluate(config, at), config, ctx, mode=mode, budget=budget
+        )
     if metrics.feasible:
         metrics = metrics.model_copy(
             update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile)}}

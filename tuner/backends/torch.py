@@ -13,14 +13,7 @@ from typing import Any
 
 from tuner.bench.stats import aggregate
 from tuner.errors import TunerError
-from tuner.perf.capacity import (
-    FIRST_PROBE_RPS,
-    Capacity,
-    LoadMode,
-    ProbeBudget,
-    find_capacity,
-    workload_at,
-)
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
 
 __all__ = ["TorchBackend"]
@@ -163,21 +156,15 @@ class TorchBackend:
             return empty, _failure(exc, self.name)
         if isinstance(built, Metrics):
             return empty, built
-        runs: dict[float, Metrics] = {}
 
-        def probe(load: float) -> Metrics:
-            at = ctx.model_copy(update={"workload": workload_at(ctx.workload, mode, load)})
+        def measure(at: Context) -> Metrics:
             try:
-                runs[load] = self._replay(built, config, at)
+                return self._replay(built, config, at)
             except _FAILURES as exc:
-                runs[load] = _failure(exc, self.name)
-            return runs[load]
+                return _failure(exc, self.name)
 
-        low = FIRST_PROBE_RPS if mode == "rate" else 1.0
-        cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low,
-                                    budget=budget or self.probe_budget)  # fmt: skip
-        top = cap.at_sla
-        return cap, failed or runs[top.load if top else min(runs)]
+        return measured_capacity(measure, config, ctx, mode=mode,
+                                 budget=budget or self.probe_budget)  # fmt: skip
 
     # ------------------------------------------------------------------ named steps
 

@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -25,14 +25,7 @@ from tuner.backends import prometheus_text as prom
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
-from tuner.perf.capacity import (
-    FIRST_PROBE_RPS,
-    Capacity,
-    LoadMode,
-    ProbeBudget,
-    find_capacity,
-    workload_at,
-)
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
@@ -255,44 +248,7 @@ class VLLMBackend:
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
-        self.trials += 1
-        log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
-        config, note = for_platform(config, self.cpu_build)
-        try:
-            port = free_port(_HOST)
-            args = self.command(config, ctx, port)
-        except (TunerError, OSError) as exc:
-            return Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
-        metrics = self._run(config, ctx, args, port, log_path)
-        if note:
-            metrics.extra["platform_note"] = note
-        return metrics
-
-    def _run(
-        self, config: EngineConfig, ctx: Context, args: list[str], port: int, log_path: Path
-    ) -> Metrics:
-        server = ServerProcess(
-            args, env=server_env(self.kv_cache_gib, self.omp_threads_bind), log_path=log_path
-        )
-        try:
-            server.start()
-            self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"
-            return self._measure(server, config, ctx, self.server_url)
-        except ServerFailed as exc:
-            return self._infeasible(f"vLLM {exc}", server)
-        except Exception as exc:  # the contract: a backend never raises into the search loop
-            return self._infeasible(f"vLLM trial failed: {type(exc).__name__}: {exc}", server)
-        finally:
-            leftover = server.stop(self.stop_grace_s)
-            if leftover:
-                print(f"warning: vLLM processes {leftover} survived SIGKILL", file=sys.stderr)
-
-    def _infeasible(self, reason: str, server: ServerProcess) -> Metrics:
-        return Metrics.infeasible(
-            reason,
-            self.name,
-            extra={"log_path": str(server.log_path), "log_tail": server.log_tail()},
-        )
+        return self._with_server(config, ctx, self._measure)
 
     def capacity_search(
         self,
@@ -303,65 +259,73 @@ class VLLMBackend:
         budget: ProbeBudget | None = None,
     ) -> tuple[Capacity, Metrics]:
         """Capacity of `config` on ONE server started for it and reused by every load probe."""
+        found = [Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)]
+
+        def search(server: ServerProcess, cfg: EngineConfig, c: Context, url: str) -> Metrics:
+            startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+
+            def measure(at: Context) -> Metrics:
+                try:
+                    return self._measure_workload(server, cfg, at, url, startup_s)
+                except ServerFailed as exc:
+                    return self._infeasible(f"vLLM {exc}", server)
+
+            cap, metrics = measured_capacity(measure, cfg, c, mode=mode,
+                                             budget=budget or self.probe_budget)  # fmt: skip
+            found.append(cap)
+            return metrics
+
+        metrics = self._with_server(config, ctx, search)
+        return found[-1], metrics
+
+    def _with_server(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
+    ) -> Metrics:
+        """Start a server for `config`, run `work` on it, stop it; infeasible on any failure."""
         self.trials += 1
         log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
-        empty = Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
         config, note = for_platform(config, self.cpu_build)
         try:
             port = free_port(_HOST)
             args = self.command(config, ctx, port)
         except (TunerError, OSError) as exc:
-            return empty, Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
+            return Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
+        metrics = self._run(config, ctx, args, port, log_path, work)
+        if note:
+            metrics.extra["platform_note"] = note
+        return metrics
+
+    def _run(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        args: list[str],
+        port: int,
+        log_path: Path,
+        work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
+    ) -> Metrics:
         server = ServerProcess(
             args, env=server_env(self.kv_cache_gib, self.omp_threads_bind), log_path=log_path
         )
         try:
             server.start()
             self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"
-            startup_s = server.wait_ready(f"{self.server_url}/health", self.startup_timeout_s)
-            cap, metrics = self._probe_loads(server, config, ctx, startup_s, mode, budget)
+            return work(server, config, ctx, self.server_url)
         except ServerFailed as exc:
-            return empty, self._infeasible(f"vLLM {exc}", server)
+            return self._infeasible(f"vLLM {exc}", server)
         except Exception as exc:  # the contract: a backend never raises into the search loop
-            return empty, self._infeasible(
-                f"vLLM trial failed: {type(exc).__name__}: {exc}", server
-            )
+            return self._infeasible(f"vLLM trial failed: {type(exc).__name__}: {exc}", server)
         finally:
             leftover = server.stop(self.stop_grace_s)
             if leftover:
                 print(f"warning: vLLM processes {leftover} survived SIGKILL", file=sys.stderr)
-        if note:
-            metrics.extra["platform_note"] = note
-        return cap, metrics
 
-    def _probe_loads(
-        self,
-        server: ServerProcess,
-        config: EngineConfig,
-        ctx: Context,
-        startup_s: float,
-        mode: LoadMode,
-        budget: ProbeBudget | None,
-    ) -> tuple[Capacity, Metrics]:
-        """The bracketing capacity search, each probe one workload run on the running server."""
-        assert self.server_url is not None
-        runs: dict[float, Metrics] = {}
-
-        def probe(load: float) -> Metrics:
-            at = ctx.model_copy(update={"workload": workload_at(ctx.workload, mode, load)})
-            try:
-                runs[load] = self._measure_workload(server, config, at, self.server_url or "",
-                                                    startup_s)  # fmt: skip
-            except ServerFailed as exc:
-                runs[load] = self._infeasible(f"vLLM {exc}", server)
-            return runs[load]
-
-        low = FIRST_PROBE_RPS if mode == "rate" else 1.0
-        cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low,
-                                    budget=budget or self.probe_budget,
-                                    tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
-        top = cap.at_sla
-        return cap, failed or runs[top.load if top else min(runs)]
+    def _infeasible(self, reason: str, server: ServerProcess) -> Metrics:
+        extra = {"log_path": str(server.log_path), "log_tail": server.log_tail()}
+        return Metrics.infeasible(reason, self.name, extra=extra)
 
     def _measure(
         self, server: ServerProcess, config: EngineConfig, ctx: Context, url: str

@@ -32,6 +32,7 @@ __all__ = [
     "ProbeBudget",
     "find_capacity",
     "max_rate_meeting_sla",
+    "measured_capacity",
     "meets_sla",
     "sim_capacity",
     "tightened",
@@ -273,6 +274,31 @@ def _fill_ladder(s: _Search) -> None:
             continue
         if s.run(target) is None:
             return
+
+
+def measured_capacity(
+    measure: Callable[[Context], Metrics],
+    config: EngineConfig,
+    ctx: Context,
+    *,
+    mode: LoadMode,
+    budget: ProbeBudget | None = None,
+) -> tuple[Capacity, Metrics]:
+    """Capacity with no saturation estimate: `measure(ctx at load)` runs one probe (on an engine
+    the caller keeps up); returns the search and the Metrics at the capacity load (of the
+    lightest load when none meets the SLA; the infeasible Metrics when a probe could not run)."""
+    runs: dict[float, Metrics] = {}
+
+    def probe(load: float) -> Metrics:
+        runs[load] = measure(ctx.model_copy(update={"workload": workload_at(ctx.workload, mode,
+                                                                             load)}))  # fmt: skip
+        return runs[load]
+
+    low = FIRST_PROBE_RPS if mode == "rate" else 1.0
+    cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
+                                tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
+    top = cap.at_sla
+    return cap, failed or runs[top.load if top else min(runs)]
 
 
 def sim_capacity(
