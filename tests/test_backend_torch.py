@@ -83,3 +83,28 @@ def test_ngram_speculation_is_measured() -> None:
 def test_missing_weights_directory_is_infeasible(tmp_path: object) -> None:
     m = get_backend("torch", model_path=str(tmp_path)).evaluate(EngineConfig(), _ctx())
     assert not m.feasible and "safetensors" in (m.reason or "")
+
+
+def test_capacity_search_builds_the_engine_once_and_probes_within_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tuner.backends.torch import TorchBackend
+    from tuner.perf.capacity import ProbeBudget
+    from tuner.specs import SLA
+
+    backend = get_backend("torch", device="cpu", threads=1)
+    assert isinstance(backend, TorchBackend)
+    builds = []
+    prepare = backend._prepare
+    monkeypatch.setattr(backend, "_prepare", lambda c, x: builds.append(1) or prepare(c, x))
+    ctx = _ctx(concurrency=None, num_requests=8).model_copy(
+        update={"sla": SLA(ttft_ms=60_000, tpot_ms=10_000)}
+    )
+    budget = ProbeBudget(max_probes=4, max_seconds=60)
+    cap, m = backend.capacity_search(EngineConfig(max_num_seqs=4), ctx, budget=budget)
+    assert m.feasible, m.reason
+    assert builds == [1]  # one engine for every probe
+    assert 2 <= cap.probes <= 4
+    assert cap.at_sla is not None and cap.rps_per_gpu > 0
+    assert any(not p.meets_sla for p in cap.points) or cap.budget_exhausted
+    assert m.num_requests == 8

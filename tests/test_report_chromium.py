@@ -46,4 +46,8 @@ def test_report_renders_plots_without_js_errors(report: Path, tmp_path: Path) ->
     pareto = dom[dom.index('id="pareto-tpot"') :]
     assert "main-svg" in pareto[:20000]
     assert "recommended" in dom and "SLA TPOT 50 ms" in dom
+    # Capacity mode (the default tune): the frontier chart and the latency-vs-load curves drew.
+    frontier = dom[dom.index('id="frontier"') :]
+    assert "main-svg" in frontier[:20000]
+    assert "main-svg" in dom[dom.index('id="load-tpot"') :][:20000]
     assert 'src="http' not in dom  # nothing fetched from the network: plotly.js is inline

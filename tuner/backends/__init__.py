@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InputError, echo
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics
 
-__all__ = ["BACKENDS", "Backend", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "capacity_extra", "evaluate_capacity", "get_backend"]
 
 
 @runtime_checkable
@@ -61,3 +62,50 @@ def get_backend(name: str, **options: Any) -> Backend:
         ) from exc
     backend: Backend = getattr(module, factory)(**options)
     return backend
+
+
+def capacity_extra(cap: Capacity, percentile: int) -> dict[str, float | int | str | bool | None]:
+    """The scalar summary of a capacity search, for `Metrics.extra` (CSV/report columns)."""
+    top, op = cap.at_sla, cap.operating
+    light = cap.points[0] if cap.points else None  # the lightest load probed, met or not
+    return {
+        "light_load_tpot_ms": light.tpot_ms.at(percentile) if light else None,
+        "load_mode": cap.mode,
+        "capacity_load": top.load if top else 0.0,
+        "capacity_rps_per_gpu": cap.rps_per_gpu,
+        "capacity_tok_s_per_gpu": cap.tok_s_per_gpu,
+        "operating_load": op.load if op else None,
+        "operating_rps_per_gpu": op.requests_per_s_per_gpu if op else None,
+        "operating_tok_s_per_gpu": op.output_tokens_per_s_per_gpu if op else None,
+        "capacity_probes": cap.probes,
+        "capacity_probe_s": round(cap.probe_s, 3),
+        "capacity_budget_exhausted": cap.budget_exhausted,
+    }
+
+
+def evaluate_capacity(
+    backend: Backend,
+    config: EngineConfig,
+    ctx: Context,
+    *,
+    mode: LoadMode = "rate",
+    budget: ProbeBudget | None = None,
+) -> tuple[Capacity, Metrics]:
+    """Capacity of `config` and its Metrics at the capacity load (extra carries the summary).
+
+    A backend with its own `capacity_search` method (the simulator knows its saturated rate;
+    a measured backend may keep one engine up across probes) is used as is; any other backend
+    is probed through `evaluate` with the workload driven at each load.
+    """
+    own = getattr(backend, "capacity_search", None)
+    if own is not None:
+        cap, metrics = own(config, ctx, mode=mode, budget=budget)
+    else:
+        cap, metrics = measured_capacity(
+            lambda at: backend.evaluate(config, at), config, ctx, mode=mode, budget=budget
+        )
+    if metrics.feasible:
+        metrics = metrics.model_copy(
+            update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile)}}
+        )
+    return cap, metrics

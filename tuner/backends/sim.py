@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tuner.errors import TunerError
-from tuner.perf.capacity import max_rate_meeting_sla
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.predict import NGRAM, predict_metrics
 from tuner.specs import Context, EngineConfig, Metrics
@@ -50,11 +50,30 @@ class SimBackend:
             ctx = self._resolve(config, ctx)
             metrics = predict_metrics(config, ctx, self.efficiency)
             if self.capacity and metrics.feasible:
-                metrics.extra["capacity_rps_per_gpu"] = max_rate_meeting_sla(
-                    config, ctx, eff=self.efficiency
-                )
+                cap, _ = sim_capacity(config, ctx, eff=self.efficiency)
+                metrics.extra["capacity_rps_per_gpu"] = cap.rps_per_gpu
+                metrics.extra["capacity_tok_s_per_gpu"] = cap.tok_s_per_gpu
+                metrics.extra["capacity_load"] = cap.at_sla.load if cap.at_sla else 0.0
             return metrics
         except TunerError as exc:
             return Metrics.infeasible(str(exc), self.name)
         except (ValueError, ArithmeticError, LookupError) as exc:
             return Metrics.infeasible(f"simulator could not model this variant: {exc}", self.name)
+
+    def capacity_search(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        *,
+        mode: LoadMode = "rate",
+        budget: ProbeBudget | None = None,
+    ) -> tuple[Capacity, Metrics]:
+        """Capacity search of `config` and its Metrics at the capacity load; never raises."""
+        try:
+            ctx = self._resolve(config, ctx)
+            return sim_capacity(config, ctx, eff=self.efficiency, mode=mode, budget=budget)
+        except TunerError as exc:
+            failed = Metrics.infeasible(str(exc), self.name)
+        except (ValueError, ArithmeticError, LookupError) as exc:
+            failed = Metrics.infeasible(f"simulator could not model this variant: {exc}", self.name)
+        return Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size), failed

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.perf.precision import DRAFT_QUANTIZATION
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
+from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
 from tuner.validity import invalid_reason
 
 __all__ = ["TorchBackend"]
@@ -23,6 +26,32 @@ _WARMUP_OUTPUT_TOKENS = 4
 _QUANT_ERROR_TOKENS = 64  # prompt length of the quantization error probe
 _ACTIVATION_RESERVE = 0.1  # fraction of the memory budget kept for activations and logits
 _REAL_WEIGHTS = {"smollm2-135m": "smollm2"}  # catalog name -> converted real checkpoint
+
+
+# What a variant can fail with while building or running (reported as infeasible).
+_FAILURES = (TunerError, RuntimeError, MemoryError, ValueError, NotImplementedError, OSError)
+
+
+def _failure(exc: BaseException, backend: str) -> Metrics:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return Metrics.infeasible(f"{type(exc).__name__}: {first}", backend=backend)
+
+
+def _max_len(plan: Any, spec_tokens: int) -> int:
+    """Longest request of the arrival plan in tokens (prompt + output + speculative lookahead)."""
+    return int((plan.input_tokens + plan.output_tokens).max()) + spec_tokens + 1
+
+
+@dataclass
+class _Built:
+    """A warmed-up engine of one variant, reusable across workload replays."""
+
+    engine: Any
+    extra: dict[str, Any]
+    weight_bytes: int
+    num_blocks: int
+    sync: Callable[[], None]
+    per_token_s: float  # warm per-token decode time: sets the closed-loop ramp
 
 
 def _device_memory_bytes(device: str) -> int:
@@ -53,6 +82,7 @@ class TorchBackend:
         int4_group_size: int = 128,
         threads: int | None = None,
         compile: bool = False,
+        probe_budget: ProbeBudget | None = None,
     ) -> None:
         """Options: model_path (HF safetensors folder; smollm2-135m resolves to the converted
         real checkpoint by itself), device (default cuda if present else cpu), seed (random
@@ -62,7 +92,7 @@ class TorchBackend:
         report_quant_error, int4_group_size, threads
         (torch CPU threads; 1 avoids OpenMP thrashing on a shared, loaded CPU), compile
         (torch.compile the engine step; compilation is timed as extra['compile_s'], apart from
-        the replayed workload)."""
+        the replayed workload), probe_budget (capacity search: probes and seconds)."""
         self.model_path = Path(model_path) if model_path else None
         self.device = device
         self.seed, self.temperature = seed, temperature
@@ -74,6 +104,7 @@ class TorchBackend:
         self.int4_group_size = int4_group_size
         self.threads = threads
         self.compile = compile
+        self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
@@ -81,16 +112,8 @@ class TorchBackend:
             return Metrics.infeasible(reason, self.name)
         try:
             return self._evaluate(config, ctx)
-        except (
-            TunerError,
-            RuntimeError,
-            MemoryError,
-            ValueError,
-            NotImplementedError,
-            OSError,
-        ) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return Metrics.infeasible(f"{type(exc).__name__}: {first}", backend=self.name)
+        except _FAILURES as exc:
+            return _failure(exc, self.name)
 
     # ------------------------------------------------------------------ building
 
@@ -112,15 +135,45 @@ class TorchBackend:
         return build_model(spec, model_path=path, dtype=dtype, device=device, seed=self.seed)
 
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
-        import torch
+        built = self._prepare(config, ctx)
+        if isinstance(built, Metrics):
+            return built
+        return self._replay(built, config, ctx)
 
-        from tuner.bench.arrivals import plan_workload
-        from tuner.bench.lengths import workload_length_pairs as pairs
-        from tuner.bench.loadgen import plan_requests
-        from tuner.engine.generate import Engine, EngineLimits
-        from tuner.engine.quantize import quantization_error, quantize_model
-        from tuner.engine.scheduler import blocks_needed
-        from tuner.perf.memory import config_kv_bytes_per_token
+    def capacity_search(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        *,
+        mode: LoadMode = "rate",
+        budget: ProbeBudget | None = None,
+    ) -> tuple[Capacity, Metrics]:
+        """Capacity of `config`: the engine is built and warmed up once, every probe replays the
+        workload at one load on it; never raises (infeasible Metrics instead)."""
+        empty = Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
+        if reason := invalid_reason(config, ctx):
+            return empty, Metrics.infeasible(reason, self.name)
+        try:
+            built = self._prepare(config, ctx)
+        except _FAILURES as exc:
+            return empty, _failure(exc, self.name)
+        if isinstance(built, Metrics):
+            return empty, built
+
+        def measure(at: Context) -> Metrics:
+            try:
+                return self._replay(built, config, at)
+            except _FAILURES as exc:
+                return _failure(exc, self.name)
+
+        return measured_capacity(measure, config, ctx, mode=mode,
+                                 budget=budget or self.probe_budget)  # fmt: skip
+
+    # ------------------------------------------------------------------ named steps
+
+    def _prepare(self, config: EngineConfig, ctx: Context) -> _Built | Metrics:
+        """Build, quantize, size the KV cache, construct and warm up the engine (or why not)."""
+        import torch
 
         if config.tensor_parallel_size != 1:
             return Metrics.infeasible(
@@ -132,15 +185,47 @@ class TorchBackend:
             torch.set_num_threads(self.threads)
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         use_triton = device.startswith("cuda") if self.use_triton is None else self.use_triton
-        quant = config.quantization.value
-        spec = ctx.model
-        weights_path = self._weights_for(spec, self.model_path)
-        model = self._build(spec, quant, weights_path, device)
+        weights_path = self._weights_for(ctx.model, self.model_path)
+        model = self._build(ctx.model, config.quantization.value, weights_path, device)
         extra: dict[str, float | int | str | bool | None] = {
             "device": device,
             "weights": str(weights_path) if weights_path else f"random(seed={self.seed})",
             "prefix_caching": "not implemented in the reference engine (ignored)",
         }
+        self._quantize(model, config, ctx.model, (device, use_triton), extra)
+        draft = self._draft_for(config, ctx, device, use_triton, extra)
+        sized = self._size_kv(config, ctx, model, draft, device)
+        if isinstance(sized, Metrics):
+            return sized
+        num_blocks, weight_bytes = sized
+        engine = self._engine(config, model, draft, num_blocks, use_triton)
+        extra["compile"] = self.compile
+        warm_start = time.perf_counter()
+        self._warm_up(engine)
+        extra["warmup_s"] = time.perf_counter() - warm_start
+        # With compile, warm-up is where the step graphs are compiled (its cost, not workload).
+        extra["compile_s"] = extra["warmup_s"] if self.compile else 0.0
+        timed_start = time.perf_counter()
+        self._warm_up(engine)  # again, warm (compiled): its per-token time sets the ramp
+        per_token_s = (time.perf_counter() - timed_start) / _WARMUP_OUTPUT_TOKENS
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        return _Built(engine, extra, weight_bytes, num_blocks, sync, per_token_s)
+
+    def _quantize(
+        self,
+        model: Any,
+        config: EngineConfig,
+        spec: ModelSpec,
+        where: tuple[str, bool],
+        extra: dict[str, Any],
+    ) -> None:
+        """Quantize the weights in place; record kernel paths and the logit error it causes."""
+        import torch
+
+        from tuner.engine.quantize import quantization_error, quantize_model
+
+        device, use_triton = where
+        quant = config.quantization.value
         probe = torch.randint(
             0,
             spec.vocab_size,
@@ -172,30 +257,37 @@ class TorchBackend:
             err = quantization_error(ref_logits, self._probe_logits(model, probe))
             extra.update({f"quant_{k}": v for k, v in err.items()})
 
-        draft = None
-        k = config.num_speculative_tokens
-        ngram = bool(k) and config.draft_model == "ngram"
-        if k and not ngram:
-            draft = self._build_draft(config, ctx, device)
-            paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
-            extra["draft_kernel_path"] = ", ".join(paths)
+    def _draft_for(self, config: EngineConfig, ctx: Context, device: str, use_triton: bool,
+                   extra: dict[str, Any]) -> Any:  # fmt: skip
+        """The quantized draft model of a draft-model variant (None for n-gram or no draft)."""
+        from tuner.engine.quantize import quantize_model
 
-        # KV cache sized by the memory budget, capped at what max_num_seqs full requests need.
-        wl = ctx.workload
-        measured = min(wl.measured_requests, self.max_requests or wl.measured_requests)
-        plan = plan_workload(
-            wl.model_copy(update={"num_requests": measured}), pairs(wl.lengths_file)
-        )
+        k = config.num_speculative_tokens
+        if not k or config.draft_model == "ngram":
+            return None
+        draft = self._build_draft(config, ctx, device)
+        paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
+        extra["draft_kernel_path"] = ", ".join(paths)
+        return draft
+
+    def _size_kv(self, config: EngineConfig, ctx: Context, model: Any, draft: Any,
+                 device: str) -> tuple[int, int] | Metrics:  # fmt: skip
+        """(KV blocks, weight bytes): the memory budget's blocks, capped at what max_num_seqs
+        full requests need; infeasible when one request does not fit."""
+        from tuner.engine.scheduler import blocks_needed
+        from tuner.perf.memory import config_kv_bytes_per_token
+
+        wl, spec = ctx.workload, ctx.model
         # One KV formula for sim and engine (auto = the 16-bit activations the engine runs in).
         per_token = config_kv_bytes_per_token(spec, config)
-        if draft is not None:
-            per_token += config_kv_bytes_per_token(draft.spec, config)
         weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
         if draft is not None:
+            per_token += config_kv_bytes_per_token(draft.spec, config)
             weight_bytes += sum(t.numel() * t.element_size() for t in draft.state_dict().values())
         total = self.memory_gib * _GIB if self.memory_gib else _device_memory_bytes(device)
         budget = total * config.gpu_memory_utilization * (1 - _ACTIVATION_RESERVE) - weight_bytes
-        max_len = int((plan.input_tokens + plan.output_tokens).max()) + k + 1
+        plan = self._plan(wl)
+        max_len = _max_len(plan, config.num_speculative_tokens)
         per_seq_blocks = blocks_needed(max_len, config.block_size)
         budget_blocks = int(budget // (per_token * config.block_size))
         if budget_blocks < per_seq_blocks:
@@ -211,7 +303,13 @@ class TorchBackend:
                 f"exceed max_num_batched_tokens={config.max_num_batched_tokens}",
                 backend=self.name,
             )
-        num_blocks = min(budget_blocks, per_seq_blocks * config.max_num_seqs)
+        return min(budget_blocks, per_seq_blocks * config.max_num_seqs), weight_bytes
+
+    def _engine(self, config: EngineConfig, model: Any, draft: Any, num_blocks: int,
+                use_triton: bool) -> Any:  # fmt: skip
+        """The continuous-batching engine with the variant's limits."""
+        from tuner.engine.generate import Engine, EngineLimits
+
         limits = EngineLimits(
             max_num_seqs=config.max_num_seqs,
             max_num_batched_tokens=config.max_num_batched_tokens,
@@ -220,53 +318,61 @@ class TorchBackend:
             kv_dtype=config.kv_dtype.value,
             enable_chunked_prefill=config.enable_chunked_prefill,
         )
-        engine = Engine(
+        k = config.num_speculative_tokens
+        return Engine(
             model,
             limits,
             draft=draft,
-            ngram_draft=ngram,
+            ngram_draft=bool(k) and config.draft_model == "ngram",
             num_speculative_tokens=k,
             temperature=self.temperature,
             seed=self.seed,
             use_triton=use_triton,
             compile=self.compile,
         )
-        extra["compile"] = self.compile
-        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
+    def _plan(self, wl: Workload) -> Any:
+        """The workload's arrival plan (warm-up included), capped at max_requests measured."""
+        from tuner.bench.arrivals import plan_workload
+        from tuner.bench.lengths import workload_length_pairs
+
+        measured = min(wl.measured_requests, self.max_requests or wl.measured_requests)
+        return plan_workload(
+            wl.model_copy(update={"num_requests": measured}), workload_length_pairs(wl.lengths_file)
+        )
+
+    def _replay(self, built: _Built, config: EngineConfig, ctx: Context) -> Metrics:
+        """Replay `ctx.workload` on the warmed-up engine and report its Metrics."""
+        import torch
+
+        from tuner.bench.prompts import plan_requests
+        from tuner.engine.replay import replay
+
+        wl, engine = ctx.workload, built.engine
+        plan = self._plan(wl)
         pool = torch.randint(
             0,
-            spec.vocab_size,
-            (max(4 * max_len, 1024),),
+            ctx.model.vocab_size,
+            (max(4 * _max_len(plan, config.num_speculative_tokens), 1024),),
             generator=torch.Generator().manual_seed(wl.seed),
         ).tolist()
         requests = plan_requests(wl, plan, pool)
-        warm_start = time.perf_counter()
-        self._warm_up(engine)
-        extra["warmup_s"] = time.perf_counter() - warm_start
-        # With compile, warm-up is where the step graphs are compiled (its cost, not workload).
-        extra["compile_s"] = extra["warmup_s"] if self.compile else 0.0
-        timed_start = time.perf_counter()
-        self._warm_up(engine)  # again, warm (compiled): its per-token time sets the ramp
-        per_token_s = (time.perf_counter() - timed_start) / _WARMUP_OUTPUT_TOKENS
         engine.proposed_tokens = engine.accepted_tokens = 0
-
-        from tuner.engine.replay import replay
-
+        preempted_before = engine.scheduler.preemptions
         # Closed-loop users start spread over one request's time (per-token time x output
         # length) unless the workload states the ramp.
-        ramp_s = wl.ramp_s if wl.ramp_s is not None else per_token_s * wl.output_tokens
-        stats = replay(engine, plan, requests, sync, ramp_s=ramp_s)
+        ramp_s = wl.ramp_s if wl.ramp_s is not None else built.per_token_s * wl.output_tokens
+        stats = replay(engine, plan, requests, built.sync, ramp_s=ramp_s)
         metrics = aggregate_steady(stats.results, plan.warmup, backend=self.name, sla=ctx.sla)
-        metrics.weights_gib = weight_bytes / _GIB
-        metrics.kv_capacity_tokens = num_blocks * config.block_size
+        metrics.weights_gib = built.weight_bytes / _GIB
+        metrics.kv_capacity_tokens = built.num_blocks * config.block_size
         metrics.max_concurrent_seqs = stats.max_running
-        metrics.preemptions = engine.scheduler.preemptions
-        metrics.kv_utilization = stats.peak_blocks_used / num_blocks
-        extra.update(metrics.extra)
+        metrics.preemptions = engine.scheduler.preemptions - preempted_before
+        metrics.kv_utilization = stats.peak_blocks_used / built.num_blocks
+        extra = {**built.extra, **metrics.extra}
         extra["engine_steps"] = stats.steps
         extra["replayed_requests"] = plan.count
-        if k:
+        if config.num_speculative_tokens:
             extra["spec_acceptance_rate"] = engine.acceptance_rate
             extra["spec_proposed_tokens"] = engine.proposed_tokens
         metrics.extra = extra

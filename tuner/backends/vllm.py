@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -25,6 +25,7 @@ from tuner.backends import prometheus_text as prom
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
 from tuner.validity import invalid_reason
 
@@ -212,8 +213,10 @@ class VLLMBackend:
         extra_args: Sequence[str] = (),
         python: str = sys.executable,
         version: str | None = None,
+        probe_budget: ProbeBudget | None = None,
     ):
         self.model_path = model_path
+        self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="tuner-vllm-"))
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
@@ -247,6 +250,43 @@ class VLLMBackend:
 
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
+        return self._with_server(config, ctx, self._measure)
+
+    def capacity_search(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        *,
+        mode: LoadMode = "rate",
+        budget: ProbeBudget | None = None,
+    ) -> tuple[Capacity, Metrics]:
+        """Capacity of `config` on ONE server started for it and reused by every load probe."""
+        found = [Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)]
+
+        def search(server: ServerProcess, cfg: EngineConfig, c: Context, url: str) -> Metrics:
+            startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+
+            def measure(at: Context) -> Metrics:
+                try:
+                    return self._measure_workload(server, cfg, at, url, startup_s)
+                except ServerFailed as exc:
+                    return self._infeasible(f"vLLM {exc}", server)
+
+            cap, metrics = measured_capacity(measure, cfg, c, mode=mode,
+                                             budget=budget or self.probe_budget)  # fmt: skip
+            found.append(cap)
+            return metrics
+
+        metrics = self._with_server(config, ctx, search)
+        return found[-1], metrics
+
+    def _with_server(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
+    ) -> Metrics:
+        """Start a server for `config`, run `work` on it, stop it; infeasible on any failure."""
         if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
             return Metrics.infeasible(reason, self.name)
         self.trials += 1
@@ -257,13 +297,19 @@ class VLLMBackend:
             args = self.command(config, ctx, port)
         except (TunerError, OSError) as exc:
             return Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
-        metrics = self._run(config, ctx, args, port, log_path)
+        metrics = self._run(config, ctx, args, port, log_path, work)
         if note:
             metrics.extra["platform_note"] = note
         return metrics
 
     def _run(
-        self, config: EngineConfig, ctx: Context, args: list[str], port: int, log_path: Path
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        args: list[str],
+        port: int,
+        log_path: Path,
+        work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
     ) -> Metrics:
         server = ServerProcess(
             args, env=server_env(self.kv_cache_gib, self.omp_threads_bind), log_path=log_path
@@ -271,7 +317,7 @@ class VLLMBackend:
         try:
             server.start()
             self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"
-            return self._measure(server, config, ctx, self.server_url)
+            return work(server, config, ctx, self.server_url)
         except ServerFailed as exc:
             return self._infeasible(f"vLLM {exc}", server)
         except Exception as exc:  # the contract: a backend never raises into the search loop
@@ -282,16 +328,24 @@ class VLLMBackend:
                 print(f"warning: vLLM processes {leftover} survived SIGKILL", file=sys.stderr)
 
     def _infeasible(self, reason: str, server: ServerProcess) -> Metrics:
-        return Metrics.infeasible(
-            reason,
-            self.name,
-            extra={"log_path": str(server.log_path), "log_tail": server.log_tail()},
-        )
+        extra = {"log_path": str(server.log_path), "log_tail": server.log_tail()}
+        return Metrics.infeasible(reason, self.name, extra=extra)
 
     def _measure(
         self, server: ServerProcess, config: EngineConfig, ctx: Context, url: str
     ) -> Metrics:
         startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+        return self._measure_workload(server, config, ctx, url, startup_s)
+
+    def _measure_workload(
+        self,
+        server: ServerProcess,
+        config: EngineConfig,
+        ctx: Context,
+        url: str,
+        startup_s: float,
+    ) -> Metrics:
+        """Run `ctx.workload` against the ready server and add its /metrics counters."""
         poller = _MetricsPoller(f"{url}/metrics", self.metrics_poll_s)
         try:
             metrics = run_workload(

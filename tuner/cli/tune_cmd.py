@@ -26,6 +26,7 @@ from tuner import knobs
 from tuner.cli.app import app, console, finite_positive, guarded
 from tuner.cli.knob_flags import knob_options
 from tuner.cli.output import print_note, print_table, say
+from tuner.cli.tune_summary import print_capacity_summary
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
@@ -37,6 +38,13 @@ from tuner.search.trials import ATTR_METRICS
 from tuner.specs import DEFAULT_SAMPLER
 
 __all__ = ["export", "report", "tune_command"]
+
+
+def _load_text(spec: RunSpec) -> str:
+    wl = spec.workload
+    if wl.rate_rps is not None:
+        return f"Poisson rate {wl.rate_rps:g} req/s"
+    return f"{wl.users} closed-loop users"
 
 
 class _ProgressCallback:
@@ -51,7 +59,10 @@ class _ProgressCallback:
         constraints = trial.constraints
         metrics = trial.user_attrs.get(ATTR_METRICS)
         if metrics and constraints and all(v <= 0 for v in constraints.values()):
-            tput = float(metrics["output_tokens_per_s_per_gpu"])
+            extra = metrics.get("extra", {})
+            tput = float(
+                extra.get("capacity_tok_s_per_gpu") or metrics["output_tokens_per_s_per_gpu"]
+            )
             self.best = tput if self.best is None else max(self.best, tput)
         best = "-" if self.best is None else f"{self.best:,.0f}"
         # Other workers finish trials too: count the study's, not this process's.
@@ -94,6 +105,10 @@ def _pareto_table(outcome: TuneOutcome) -> Table:
 
 
 def _print_outcome(outcome: TuneOutcome) -> None:
+    if outcome.result.mode == "capacity":
+        print_capacity_summary(outcome)
+        return
+    say(f"mode: fixed load ({_load_text(outcome.spec)})")
     if outcome.result.front:
         print_table(_pareto_table(outcome))
     say(f"run folder: {outcome.run_dir}")
@@ -128,8 +143,15 @@ def tune_command(
     workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
     isl: Annotated[int | None, typer.Option(help="Input tokens per request")] = None,
     osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
-    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
-    rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Closed-loop users: fixed-load mode at this load")
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Poisson rate, req/s: fixed-load mode at this load")
+    ] = None,
+    capacity_load: Annotated[
+        str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
+    ] = "rate",
     num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
     lengths: Annotated[str | None, typer.Option(help="CSV/JSONL of length pairs")] = None,
     prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
@@ -184,6 +206,7 @@ def tune_command(
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
             study_name=study, compile_step=compile_step, knob_flags=knob_flags,
+            capacity_load=capacity_load,
         )  # fmt: skip
     folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
     overrides = {"trials": trials, "timeout_s": timeout}

@@ -1,21 +1,140 @@
-"""Capacity: the highest Poisson request rate whose percentile TTFT and TPOT meet the SLA.
+"""Capacity: the highest load at which every SLA bound holds at its percentile.
 
-Bracketing search: the saturated (offline) request rate bounds the answer from above; a rate
-that meets the SLA bounds it from below; bisection narrows the bracket to `rel_tol`.
+The search is one bracketing routine for every backend: `find_capacity` takes a `probe(load)`
+callable (the simulator here; a running engine in the measured backends, started once and reused
+for every probe), brackets the SLA boundary and bisects it to `rel_tol` within a probe budget
+(count and seconds). It then bisects a second boundary, the SLA tightened by the headroom margin,
+reusing every probe already made: that load is the recommended operating point. Every probe is
+kept as a `LoadPoint`, so one search also yields the variant's latency-vs-load ladder.
+
+Load is an open-loop Poisson rate (req/s per replica) by default, or closed-loop users.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.predict import predict_metrics
-from tuner.specs import SLA, Context, EngineConfig, Metrics
+from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
 
-__all__ = ["max_rate_meeting_sla", "meets_sla"]
+__all__ = [
+    "CAPACITY_HEADROOM",
+    "FIRST_PROBE_RPS",
+    "LADDER_FRACTIONS",
+    "Capacity",
+    "LoadMode",
+    "LoadPoint",
+    "ProbeBudget",
+    "find_capacity",
+    "max_rate_meeting_sla",
+    "measured_capacity",
+    "meets_sla",
+    "sim_capacity",
+    "tightened",
+    "workload_at",
+]
 
+LoadMode = Literal["rate", "users"]
+
+# The operating point keeps this margin below each SLA bound, so run-to-run noise and simulator
+# error (benchmarks/accuracy.py) do not push the deployed load over the SLA.
+CAPACITY_HEADROOM = 0.10
 # The lowest rate probed, as a fraction of the saturated rate (effectively one request at a time).
 _LOW_FRACTION = 0.01
 # Above saturation the queue grows without bound; probe a little past it to bracket the answer.
 _HIGH_FRACTION = 1.1
+# Measured backends know no saturated rate in advance: they grow the load by this factor until
+# the SLA breaks (or the probe budget ends).
+_GROWTH = 4.0
+# Where a search without a saturation estimate starts (req/s per replica).
+FIRST_PROBE_RPS = 0.5
+# Loads (fractions of the capacity load) the ladder should also hold, so the latency-throughput
+# curve has points between the lightest load and capacity; probed only where no probe is near.
+LADDER_FRACTIONS = (0.25, 0.5, 0.75)
+_LADDER_GAP = 0.1
+
+
+class LoadPoint(BaseModel):
+    """One probed load and what the variant did there (latencies in ms, per-GPU throughput)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load: float = Field(description="Offered load per replica: req/s (rate) or users")
+    requests_per_s_per_gpu: float
+    output_tokens_per_s_per_gpu: float
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    meets_sla: bool
+    meets_headroom: bool
+
+
+class Capacity(BaseModel):
+    """A variant's capacity at the SLA, its operating point with headroom, and the probed ladder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: LoadMode
+    tensor_parallel_size: int = 1
+    headroom: float = CAPACITY_HEADROOM
+    points: list[LoadPoint] = Field(default_factory=list, description="Every probe, by load")
+    probes: int = 0
+    probe_s: float = 0.0
+    budget_exhausted: bool = False
+
+    def _best(self, ok: Callable[[LoadPoint], bool]) -> LoadPoint | None:
+        passing = [p for p in self.points if ok(p)]
+        return max(passing, key=lambda p: p.load) if passing else None
+
+    @property
+    def at_sla(self) -> LoadPoint | None:
+        """The highest probed load meeting the SLA (None: not even the lightest load does)."""
+        return self._best(lambda p: p.meets_sla)
+
+    @property
+    def operating(self) -> LoadPoint | None:
+        """The highest probed load meeting the SLA with the headroom margin."""
+        return self._best(lambda p: p.meets_headroom)
+
+    @property
+    def rps_per_gpu(self) -> float:
+        """Capacity in requests/s per GPU (0 when no load meets the SLA)."""
+        p = self.at_sla
+        return p.requests_per_s_per_gpu if p else 0.0
+
+    @property
+    def tok_s_per_gpu(self) -> float:
+        """Goodput at the SLA: output tokens/s per GPU at the capacity load."""
+        p = self.at_sla
+        return p.output_tokens_per_s_per_gpu if p else 0.0
+
+    @property
+    def ladder(self) -> list[LoadPoint]:
+        """The SLA-meeting probes, lightest load first: the variant's latency-throughput curve."""
+        return sorted((p for p in self.points if p.meets_sla), key=lambda p: p.load)
+
+
+class ProbeBudget(BaseModel):
+    """How much a capacity search may spend: probes, seconds, and the bisection tolerance."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_probes: int = Field(default=14, ge=2)
+    max_seconds: float | None = Field(default=None, gt=0)
+    rel_tol: float = Field(default=0.03, gt=0, lt=1)
+
+
+def tightened(sla: SLA, headroom: float) -> SLA:
+    """`sla` with every bound scaled by (1 - headroom)."""
+    scale = 1.0 - headroom
+    return sla.model_copy(update={
+        "ttft_ms": None if sla.ttft_ms is None else sla.ttft_ms * scale,
+        "tpot_ms": None if sla.tpot_ms is None else sla.tpot_ms * scale,
+    })  # fmt: skip
 
 
 def meets_sla(metrics: Metrics, sla: SLA) -> bool:
@@ -28,43 +147,211 @@ def meets_sla(metrics: Metrics, sla: SLA) -> bool:
     return not (sla.tpot_ms is not None and metrics.tpot_ms.at(p) > sla.tpot_ms)
 
 
+def workload_at(wl: Workload, mode: LoadMode, load: float) -> Workload:
+    """`wl` driven at `load`: a Poisson rate (req/s) or a number of closed-loop users."""
+    if mode == "rate":
+        return wl.model_copy(update={"rate_rps": load, "concurrency": None})
+    return wl.model_copy(update={"rate_rps": None, "concurrency": max(1, round(load))})
+
+
+def _point(load: float, m: Metrics, sla: SLA, roomy: SLA, mode: LoadMode, tp: int) -> LoadPoint:
+    # Open loop: the offered rate is the load the SLA was met at; closed loop: what the users drew.
+    rps = load if mode == "rate" else m.requests_per_s
+    return LoadPoint(load=load, requests_per_s_per_gpu=rps / tp,
+                     output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
+                     ttft_ms=m.ttft_ms, tpot_ms=m.tpot_ms, meets_sla=meets_sla(m, sla),
+                     meets_headroom=meets_sla(m, roomy))  # fmt: skip
+
+
+class _Search:
+    """Probe bookkeeping of one capacity search: budget, results, brackets."""
+
+    def __init__(self, probe: Callable[[float], Metrics], sla: SLA, cap: Capacity,
+                 budget: ProbeBudget, integer: bool) -> None:  # fmt: skip
+        self.probe, self.sla, self.cap, self.budget = probe, sla, cap, budget
+        self.roomy = tightened(sla, cap.headroom)
+        self.integer = integer
+        self.started = time.perf_counter()
+        self.failed_run: Metrics | None = None
+
+    def spent(self) -> bool:
+        over_time = (
+            self.budget.max_seconds is not None
+            and time.perf_counter() - self.started >= self.budget.max_seconds
+        )
+        return self.cap.probes >= self.budget.max_probes or over_time
+
+    def run(self, load: float) -> LoadPoint | None:
+        """Probe `load` (None once the budget is spent or the variant cannot run)."""
+        if self.integer:
+            load = float(max(1, round(load)))
+        known = [p for p in self.cap.points if p.load == load]
+        if known:
+            return known[0]
+        if self.spent():
+            self.cap.budget_exhausted = True
+            return None
+        m = self.probe(load)
+        self.cap.probes += 1
+        self.cap.probe_s = time.perf_counter() - self.started
+        if not m.feasible:
+            self.failed_run = m
+            return None
+        p = _point(load, m, self.sla, self.roomy, self.cap.mode, self.cap.tensor_parallel_size)
+        self.cap.points.append(p)
+        self.cap.points.sort(key=lambda q: q.load)
+        return p
+
+    def bracket(self, ok: Callable[[LoadPoint], bool]) -> tuple[float | None, float | None]:
+        """(highest passing load, lowest failing load above it) among the probes so far."""
+        passing = [p.load for p in self.cap.points if ok(p)]
+        lo = max(passing) if passing else None
+        failing = [p.load for p in self.cap.points if not ok(p) and (lo is None or p.load > lo)]
+        return lo, (min(failing) if failing else None)
+
+    def narrow(self, ok: Callable[[LoadPoint], bool]) -> None:
+        """Bisect the boundary of `ok` between its bracket ends to the tolerance."""
+        while True:
+            lo, hi = self.bracket(ok)
+            if lo is None or hi is None:
+                return
+            if hi - lo <= (1.0 if self.integer else self.budget.rel_tol * lo):
+                return
+            mid = 0.5 * (lo + hi)
+            if self.integer and round(mid) in (lo, hi):
+                return
+            if self.run(mid) is None:
+                return
+
+
+def find_capacity(
+    probe: Callable[[float], Metrics],
+    sla: SLA,
+    *,
+    mode: LoadMode,
+    low: float,
+    high: float | None = None,
+    tensor_parallel_size: int = 1,
+    budget: ProbeBudget | None = None,
+    headroom: float = CAPACITY_HEADROOM,
+    operating_point: bool = True,
+) -> tuple[Capacity, Metrics | None]:
+    """Bracket and bisect the highest load meeting `sla` (and `sla` less `headroom`).
+
+    `high` is a load known to be at or past saturation (the simulator knows it); without it the
+    load grows by a factor until the SLA breaks. Returns the search and, when the variant could
+    not run at all, the infeasible Metrics that said why. `operating_point=False` stops at the
+    SLA boundary (no headroom bisection, no ladder fill): the capacity alone, fewest probes.
+    """
+    cap = Capacity(mode=mode, tensor_parallel_size=tensor_parallel_size, headroom=headroom)
+    s = _Search(probe, sla, cap, budget or ProbeBudget(), integer=mode == "users")
+    first = s.run(low)
+    if first is None or not first.meets_sla:
+        return cap, s.failed_run
+    if high is not None:
+        s.run(high)
+    else:
+        load = low
+        while s.bracket(lambda p: p.meets_sla)[1] is None and not s.spent():
+            load *= _GROWTH
+            if s.run(load) is None:
+                break
+    s.narrow(lambda p: p.meets_sla)
+    if operating_point:
+        s.narrow(lambda p: p.meets_headroom)
+        _fill_ladder(s)
+    return cap, s.failed_run
+
+
+def _fill_ladder(s: _Search) -> None:
+    """Probe the ladder fractions of the capacity load that no earlier probe lies near."""
+    top = s.cap.at_sla
+    if top is None:
+        return
+    for fraction in LADDER_FRACTIONS:
+        target = fraction * top.load
+        if any(abs(p.load - target) <= _LADDER_GAP * top.load for p in s.cap.points):
+            continue
+        if s.run(target) is None:
+            return
+
+
+def measured_capacity(
+    measure: Callable[[Context], Metrics],
+    config: EngineConfig,
+    ctx: Context,
+    *,
+    mode: LoadMode,
+    budget: ProbeBudget | None = None,
+) -> tuple[Capacity, Metrics]:
+    """Capacity with no saturation estimate: `measure(ctx at load)` runs one probe (on an engine
+    the caller keeps up); returns the search and the Metrics at the capacity load (of the
+    lightest load when none meets the SLA; the infeasible Metrics when a probe could not run)."""
+    runs: dict[float, Metrics] = {}
+
+    def probe(load: float) -> Metrics:
+        runs[load] = measure(ctx.model_copy(update={"workload": workload_at(ctx.workload, mode,
+                                                                             load)}))  # fmt: skip
+        return runs[load]
+
+    low = FIRST_PROBE_RPS if mode == "rate" else 1.0
+    cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
+                                tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
+    top = cap.at_sla
+    return cap, failed or runs[top.load if top else min(runs)]
+
+
+def sim_capacity(
+    config: EngineConfig,
+    ctx: Context,
+    *,
+    eff: Efficiency = DEFAULT_EFFICIENCY,
+    mode: LoadMode = "rate",
+    budget: ProbeBudget | None = None,
+    operating_point: bool = True,
+) -> tuple[Capacity, Metrics]:
+    """The simulator's capacity search for `config`, and its Metrics at the capacity load.
+
+    The Metrics are those of the highest load meeting the SLA (of the lightest load when none
+    does, so the miss can be reported); infeasible when the variant cannot run at all.
+    """
+    wl = ctx.workload
+    tp = config.tensor_parallel_size
+    # Saturation: every measured request's user starts at once, no warm-up (an offline burst).
+    burst = workload_at(wl, "users", wl.measured_requests).model_copy(
+        update={"warmup_requests": 0, "ramp_s": 0.0}
+    )
+    saturated = predict_metrics(config, ctx, eff, burst)
+    if not saturated.feasible or saturated.requests_per_s <= 0:
+        return Capacity(mode=mode, tensor_parallel_size=tp), saturated
+    if mode == "rate":
+        sat = saturated.requests_per_s
+        low, high = _LOW_FRACTION * sat, _HIGH_FRACTION * sat
+    else:
+        low, high = 1.0, float(wl.measured_requests)
+    runs: dict[float, Metrics] = {}
+
+    def probe(load: float) -> Metrics:
+        runs[load] = predict_metrics(config, ctx, eff, workload_at(wl, mode, load))
+        return runs[load]
+
+    # Without a latency bound every load passes: capacity is the saturated end of the bracket.
+    cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, high=high,
+                                tensor_parallel_size=tp, budget=budget,
+                                operating_point=operating_point)  # fmt: skip
+    if failed is not None:
+        return cap, failed
+    best = cap.at_sla
+    return cap, runs[best.load if best else min(runs)]
+
+
 def max_rate_meeting_sla(
     config: EngineConfig,
     ctx: Context,
     *,
     eff: Efficiency = DEFAULT_EFFICIENCY,
-    rel_tol: float = 0.03,
-    max_probes: int = 14,
+    budget: ProbeBudget | None = None,
 ) -> float:
     """Requests/s per GPU at the highest Poisson rate meeting `ctx.sla` (0 if none does)."""
-    wl = ctx.workload
-    tp = config.tensor_parallel_size
-    saturated = predict_metrics(
-        config,
-        ctx,
-        eff,
-        wl.model_copy(update={"rate_rps": None, "concurrency": wl.measured_requests}),
-    )
-    if not saturated.feasible or saturated.requests_per_s <= 0:
-        return 0.0
-    if ctx.sla.is_throughput_only:
-        return saturated.requests_per_s / tp
-
-    def ok(rate: float) -> bool:
-        probe = wl.model_copy(update={"rate_rps": rate, "concurrency": None})
-        return meets_sla(predict_metrics(config, ctx, eff, probe), ctx.sla)
-
-    lo, hi = _LOW_FRACTION * saturated.requests_per_s, _HIGH_FRACTION * saturated.requests_per_s
-    if not ok(lo):
-        return 0.0
-    if ok(hi):
-        return hi / tp
-    for _ in range(max_probes):
-        if hi - lo <= rel_tol * lo:
-            break
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo / tp
+    cap, _ = sim_capacity(config, ctx, eff=eff, mode="rate", budget=budget, operating_point=False)
+    return cap.rps_per_gpu

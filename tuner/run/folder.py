@@ -11,8 +11,16 @@ from typing import Any
 import yaml
 
 from tuner.errors import InputError
-from tuner.export import sglang, trtllm, vllm
+from tuner.export import ENGINES, sglang, trtllm, vllm
 from tuner.export.bundle import EngineExport
+from tuner.run.capacity_out import (
+    CAPACITY_COLUMNS,
+    capacity_block,
+    engine_picks,
+    expressible,
+    load_unit,
+    write_frontier_csv,
+)
 from tuner.run.report import render_html, report_data
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
@@ -25,6 +33,7 @@ __all__ = [
     "make_run_dir",
     "export_config",
     "write_best",
+    "write_engine_exports",
     "write_exports",
     "write_outputs",
     "write_trials_csv",
@@ -103,6 +112,8 @@ def _row(r: TrialRecord, spec: RunSpec) -> dict[str, Any]:
             row[f"{name.removesuffix('_ms')}_p{p}_ms"] = getattr(m, name).at(p) if m else ""
     row["output_tokens_per_s"] = m.output_tokens_per_s if m else ""
     row["output_tokens_per_s_per_gpu"] = m.output_tokens_per_s_per_gpu if m else ""
+    for name in CAPACITY_COLUMNS:
+        row[name] = m.extra.get(name, "") if m else ""
     row["goodput_rps"] = m.goodput_rps if m else ""
     row["weights_gib"] = m.weights_gib if m else ""
     row["kv_capacity_tokens"] = m.kv_capacity_tokens if m else ""
@@ -123,7 +134,10 @@ def write_trials_csv(records: list[TrialRecord], spec: RunSpec, path: Path) -> N
 
 
 def export_config(
-    config: EngineConfig, spec: RunSpec, metrics: Metrics | None = None
+    config: EngineConfig,
+    spec: RunSpec,
+    metrics: Metrics | None = None,
+    engines: tuple[str, ...] = ENGINES,
 ) -> dict[str, EngineExport | str]:
     """Each engine's export for `config`, or the reason that engine cannot express it."""
     out: dict[str, EngineExport | str] = {}
@@ -134,6 +148,8 @@ def export_config(
         "trtllm": lambda: trtllm.export(config, model, metrics=metrics),
     }
     for engine, make in makers.items():
+        if engine not in engines:
+            continue
         try:
             out[engine] = make()
         except InputError as exc:
@@ -161,7 +177,43 @@ def write_exports(
     return exports
 
 
-def write_best(spec: RunSpec, records: list[TrialRecord], result: ParetoResult, path: Path) -> None:
+def write_engine_exports(
+    picks: dict[str, TrialRecord | str],
+    spec: RunSpec,
+    folder: Path,
+    recommended: TrialRecord | None,
+) -> None:
+    """Each engine's files from the best variant it can express, plus a README saying which."""
+    folder.mkdir(parents=True, exist_ok=True)
+    readme = ["# Launch recipes: each engine gets the best front variant it can express", ""]
+    for engine, pick in picks.items():
+        if isinstance(pick, str):
+            readme += [f"## {engine}: nothing to export", "", pick, ""]
+            continue
+        assert pick.config is not None
+        exp = export_config(pick.config, spec, pick.metrics, engines=(engine,))[engine]
+        assert not isinstance(exp, str)
+        for name, text in exp.files.items():
+            (folder / name).write_text(text)
+        which = "the recommended variant"
+        if recommended is not None and pick.number != recommended.number:
+            assert recommended.config is not None
+            why = expressible(engine, recommended.config, spec)
+            which = (f"trial {pick.number}, the best variant {engine} can express (the "
+                     f"recommended trial {recommended.number} is not: {why})")  # fmt: skip
+        op = pick.capacity.operating or pick.capacity.at_sla if pick.capacity else None
+        if op is not None and pick.capacity is not None:
+            which += (f"; drive it at {op.load:.4g} {load_unit(pick.capacity.mode)} per replica "
+                      f"({op.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU)")  # fmt: skip
+        readme += [f"## {engine} {exp.version}: {which}", "",
+                   yaml.safe_dump({"config": pick.config.model_dump(mode="json")}, sort_keys=False),
+                   exp.command, ""]  # fmt: skip
+        readme += [f"NOTE: {n}" for n in exp.notes] + [""]
+    (folder / "README.md").write_text("\n".join(readme))
+
+
+def write_best(spec: RunSpec, records: list[TrialRecord], result: ParetoResult, path: Path,
+               picks: dict[str, TrialRecord | str] | None = None) -> None:  # fmt: skip
     """best.yaml: the recommended variant with its metrics, or the closest misses."""
     by_number = {r.number: r for r in records}
     data: dict[str, Any] = {"sla": spec.sla.model_dump(mode="json"), "rule": result.rule}
@@ -184,6 +236,12 @@ def write_best(spec: RunSpec, records: list[TrialRecord], result: ParetoResult, 
             "weights_gib": rec.metrics.weights_gib,
             "backend": rec.metrics.backend,
         }
+        if rec.capacity is not None and rec.capacity.at_sla is not None:
+            data["recommended"].update(capacity_block(rec.capacity, rec.config, rec.metrics, pct))
+    data["mode"] = result.mode
+    if picks:
+        data["exports"] = {e: p if isinstance(p, str) else {"trial": p.number}
+                           for e, p in picks.items()}  # fmt: skip
     data["pareto_trials"] = result.front
     data["knee_trial"] = result.knee
     data["hypervolume"] = result.hypervolume
@@ -204,16 +262,19 @@ def write_outputs(
     _write_text(files["run.yaml"], spec.to_yaml())
     write_trials_csv(sorted(records, key=lambda r: r.number), spec, files["trials.csv"])
     front = {n: i for i, n in enumerate(result.front)}
-    write_trials_csv(
-        sorted((r for r in records if r.number in front), key=lambda r: front[r.number]),
-        spec,
-        files["pareto.csv"],
-    )
-    write_best(spec, records, result, files["best.yaml"])
-    if result.recommended is not None:
+    if result.mode == "capacity":
+        write_frontier_csv(result.frontier, records, spec, files["pareto.csv"])
+    else:
+        write_trials_csv(
+            sorted((r for r in records if r.number in front), key=lambda r: front[r.number]),
+            spec,
+            files["pareto.csv"],
+        )
+    picks = engine_picks(records, result, spec) if result.recommended is not None else None
+    write_best(spec, records, result, files["best.yaml"], picks)
+    if picks is not None:
         rec = next(r for r in records if r.number == result.recommended)
-        assert rec.config is not None
-        write_exports(rec.config, spec, run_dir / "exports", rec.metrics)
+        write_engine_exports(picks, spec, run_dir / "exports", rec)
         files["exports"] = run_dir / "exports"
     data = report_data(spec, records, result, importance)
     _write_text(files["report.html"], render_html(data))

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from tuner.knobs import color_for
 from tuner.knobs import get as get_knob
+from tuner.run.report_capacity import CapacityReport, capacity_figures, capacity_report
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
@@ -35,6 +36,7 @@ class Point(BaseModel):
     ttft_ms: float
     tpot_ms: float
     tput_per_gpu: float
+    capacity_tok_s_per_gpu: float | None = None  # capacity mode: goodput at the SLA
     meets_sla: bool
     on_front: bool
     recommended: bool
@@ -63,6 +65,7 @@ class ReportData(BaseModel):
     counts: dict[str, int]
     pruned_reasons: dict[str, int]
     closest: list[str]
+    capacity: CapacityReport | None = None
 
 
 def _hover(r: TrialRecord, pct: int) -> str:
@@ -99,6 +102,7 @@ def report_data(
                 ttft_ms=r.metrics.ttft_ms.at(pct),
                 tpot_ms=r.metrics.tpot_ms.at(pct),
                 tput_per_gpu=r.metrics.output_tokens_per_s_per_gpu,
+                capacity_tok_s_per_gpu=r.metrics.extra.get("capacity_tok_s_per_gpu"),  # type: ignore[arg-type]
                 meets_sla=r.meets(sla),
                 on_front=r.number in front,
                 recommended=r.number == result.recommended,
@@ -153,6 +157,7 @@ def report_data(
         counts=counts,
         pruned_reasons=pruned,
         closest=[f"trial {m.number}: {m.text}" for m in result.closest],
+        capacity=capacity_report(records, result, sla) if result.mode == "capacity" else None,
     )
 
 
@@ -301,7 +306,8 @@ def _importance_figure(data: ReportData) -> dict[str, Any]:
 
 def figures(data: ReportData) -> dict[str, dict[str, Any]]:
     """Plotly figure dicts by element id, rendered from the report data."""
-    figs = {
+    figs = capacity_figures(data.capacity) if data.capacity else {}
+    figs |= {
         "pareto-tpot": _front_figure(data, "tpot_ms"),
         "pareto-ttft": _front_figure(data, "ttft_ms"),
         "parallel": _parallel_figure(data),
@@ -318,13 +324,19 @@ def figures(data: ReportData) -> dict[str, dict[str, Any]]:
 def _table(data: ReportData) -> str:
     by_number = {p.number: p for p in data.points}
     head = ["trial", *KNOB_COLUMNS, f"TTFT P{data.percentile} ms", f"TPOT P{data.percentile} ms",
-            "tok/s/GPU"]  # fmt: skip
+            "tok/s/GPU", "capacity tok/s/GPU"]  # fmt: skip
     rows = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for n in data.front:
         p = by_number[n]
         cls = ' class="recommended"' if p.recommended else ""
-        cells = [str(n), *(str(p.knobs[k]) for k in KNOB_COLUMNS),
-                 f"{p.ttft_ms:.1f}", f"{p.tpot_ms:.2f}", f"{p.tput_per_gpu:.0f}"]  # fmt: skip
+        cells = [
+            str(n),
+            *(str(p.knobs[k]) for k in KNOB_COLUMNS),
+            f"{p.ttft_ms:.1f}",
+            f"{p.tpot_ms:.2f}",
+            f"{p.tput_per_gpu:.0f}",
+            "" if p.capacity_tok_s_per_gpu is None else f"{p.capacity_tok_s_per_gpu:.0f}",
+        ]
         rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return '<table class="pareto">' + "".join(rows) + "</table>"
 

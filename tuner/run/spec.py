@@ -7,7 +7,7 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -16,6 +16,7 @@ from tuner import __version__, catalog
 from tuner.bench.lengths import workload_length_pairs
 from tuner.errors import InputError
 from tuner.knobs import get as get_knob
+from tuner.perf.capacity import LoadMode, ProbeBudget
 from tuner.specs import (
     DEFAULT_SAMPLER,
     SAMPLERS,
@@ -41,7 +42,7 @@ DEFAULT_TRIALS = 200
 RUN_FILE = "run.yaml"
 # What a run is about: two specs that differ here are different runs and never share a folder.
 RUN_IDENTITY = ("model", "gpu", "sla", "workload", "space", "num_gpus", "drafts", "backend",
-                "backend_options")  # fmt: skip
+                "backend_options", "mode", "capacity_load", "probe_budget")  # fmt: skip
 # What a variant's measured metrics depend on besides its engine knobs (the space does not).
 METRICS_INPUTS = tuple(f for f in RUN_IDENTITY if f != "space")
 
@@ -61,6 +62,16 @@ class RunSpec(BaseModel):
         default_factory=dict, description="Draft models of the space, resolved"
     )
     model_source: str = Field(description="Model id the exports serve (HF id or path)")
+    # `tuner tune` sets the mode (capacity unless a rate or concurrency is given); the default
+    # reads a run.yaml written before capacity mode existed as the fixed-load run it was.
+    mode: Literal["capacity", "fixed"] = Field(
+        default="fixed",
+        description="capacity: each variant's highest load meeting the SLA; fixed: the workload's",
+    )
+    capacity_load: LoadMode = Field(
+        default="rate", description="Load the capacity search varies: Poisson rate or users"
+    )
+    probe_budget: ProbeBudget = Field(default_factory=ProbeBudget)
     backend: str = "sim"
     backend_options: dict[str, Any] = Field(default_factory=dict)
     sampler: str = DEFAULT_SAMPLER
@@ -75,6 +86,11 @@ class RunSpec(BaseModel):
         """The backend context (draft resolved per trial by the evaluator)."""
         return Context(model=self.model, gpu=self.gpu, sla=self.sla, workload=self.workload,
                        num_gpus=self.num_gpus)  # fmt: skip
+
+    @property
+    def is_capacity(self) -> bool:
+        """Whether this run searches each variant's capacity (not one fixed load)."""
+        return self.mode == "capacity"
 
     def check(self) -> RunSpec:
         """Cross-field checks that pydantic field types cannot express."""
@@ -135,9 +151,10 @@ def validate_run_spec(data: dict[str, Any], where: str) -> RunSpec:
         raise InputError(catalog.format_validation_error(exc, where, RunSpec)) from exc
 
 
-# Closed-loop users of the default tuning workload: a moderately busy replica. Tune with
-# --concurrency / --rate (or --workload FILE) to match real traffic.
+# Closed-loop users of the fixed-load comparison in benchmarks (a moderately busy replica): the
+# default tune searches each variant's capacity instead; --concurrency / --rate fix the load.
 DEFAULT_TUNE_CONCURRENCY = 32
+CAPACITY_LOADS = ("rate", "users")
 
 
 def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | None) -> SLA:
@@ -162,8 +179,6 @@ def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
     base: dict[str, Any] = {}
     if file is not None:
         base = catalog.load_yaml_model(file, Workload).model_dump()
-    elif "rate_rps" not in given:
-        base = {"concurrency": DEFAULT_TUNE_CONCURRENCY}
     if "rate_rps" in given:
         base.pop("concurrency", None)
     try:
@@ -211,8 +226,13 @@ def build_run_spec(
     study_name: str = "tuner",
     compile_step: bool = False,
     knob_flags: dict[str, str | None] | None = None,
+    capacity_load: str = "rate",
 ) -> RunSpec:
-    """Resolve tune's flags (catalog names, presets, overrides) into a RunSpec."""
+    """Resolve tune's flags into a RunSpec; a fixed rate or concurrency selects fixed-load mode."""
+    if capacity_load not in CAPACITY_LOADS:
+        raise InputError(
+            f"--capacity-load {capacity_load!r} is not one of: {', '.join(CAPACITY_LOADS)}"
+        )
     model_spec = catalog.load_model(model)
     search_space = _narrow_space(catalog.load_search_space(space), knob_flags or {})
     options: dict[str, Any] = {"model_path": model_path} if model_path else {}
@@ -227,6 +247,10 @@ def build_run_spec(
         "gpu": catalog.load_gpu(gpu),
         "sla": _sla(sla, ttft_ms, tpot_ms, percentile),
         "workload": workload,
+        "mode": "fixed"
+        if workload.rate_rps is not None or workload.concurrency is not None
+        else "capacity",
+        "capacity_load": capacity_load,
         "space": search_space,
         "num_gpus": num_gpus,
         "drafts": resolve_drafts(search_space),

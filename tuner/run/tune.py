@@ -83,13 +83,14 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)
         except KeyError as exc:
             raise InputError(f"{run_dir}: no study {spec.study_name!r} in its storage") from exc
-    study = search.create_study(storage, spec.study_name, spec.sla, sampler)
+    study = search.create_study(storage, spec.study_name, spec.sla, sampler,
+                                 capacity=spec.is_capacity)  # fmt: skip
     bind_spec(study, spec, url)  # refuses a study made for other inputs
     # The first process keeps --seed (a repeat proposes the same variants); joiners differ.
     number = claim_worker_number(study)
     if number:
         study.sampler = search.make_sampler(spec.sampler, seed=spec.seed + number,
-                                            space=spec.space)  # fmt: skip
+                                            space=spec.space, ctx=spec.context())  # fmt: skip
     return study
 
 
@@ -141,7 +142,7 @@ def _analyse_and_write(
 ) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
     with readable_study(run_dir):
         records = search.records(study)
-    result = analyze(records, spec.sla)
+    result = analyze(records, spec.sla, capacity=spec.is_capacity)
     files = write_outputs(
         spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
     )
@@ -208,8 +209,9 @@ def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, se
     if not resume:
         (run_dir / RUN_FILE).write_text(spec.to_yaml())
     evaluator = search.Evaluator(
-        backend, spec.context(), spec.space, spec.drafts, metrics_key=spec.metrics_key()
-    )
+        backend, spec.context(), spec.space, spec.drafts, metrics_key=spec.metrics_key(),
+        capacity=spec.capacity_load if spec.is_capacity else None, budget=spec.probe_budget,
+    )  # fmt: skip
     return study, evaluator
 
 

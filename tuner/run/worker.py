@@ -82,9 +82,13 @@ def work(
     options = _backend_options(spec, backend, model_path)
     number = claim_worker_number(study)
     seed = spec.seed + number  # workers sharing a study propose different variants
-    study.sampler = search.make_sampler(spec.sampler, seed=seed, space=spec.space)
-    evaluator = search.Evaluator(get_backend(spec.backend, **options), spec.context(), spec.space,
-                                 spec.drafts)  # fmt: skip
+    study.sampler = search.make_sampler(spec.sampler, seed=seed, space=spec.space,
+                                        ctx=spec.context())  # fmt: skip
+    evaluator = search.Evaluator(
+        get_backend(spec.backend, **options), spec.context(), spec.space, spec.drafts,
+        metrics_key=spec.metrics_key(),
+        capacity=spec.capacity_load if spec.is_capacity else None, budget=spec.probe_budget,
+    )  # fmt: skip
     ran = run_trials(study, evaluator, budget=lambda: read_budget(study, spec.trials),
                      max_trials=max_trials, callbacks=callbacks or (), grace_s=grace_s)  # fmt: skip
     finished = count_states(study).finished

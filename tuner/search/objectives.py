@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from tuner.specs import SLA, Metrics
 
 __all__ = [
+    "CAPACITY_OBJECTIVES",
     "Objective",
     "Violation",
     "constraint_names",
@@ -37,11 +38,31 @@ class Objective:
             return metrics.ttft_ms.at(self.percentile or 50)
         if self.name == "tpot_ms":
             return metrics.tpot_ms.at(self.percentile or 50)
+        if self.name in metrics.extra or self.name in CAPACITY_OBJECTIVES:
+            value = metrics.extra.get(self.name)
+            # A variant that could not run has no capacity search; its constraints reject it.
+            return float(value) if isinstance(value, int | float) else 0.0
         return metrics.output_tokens_per_s_per_gpu
 
 
-def objectives_for(sla: SLA) -> list[Objective]:
-    """The objectives of a study under `sla` (throughput only when no latency bound is set)."""
+# Capacity mode's objectives, read from Metrics.extra (tuner.backends.capacity_extra).
+CAPACITY_OBJECTIVES = ("light_load_tpot_ms", "capacity_tok_s_per_gpu")
+
+
+def objectives_for(sla: SLA, *, capacity: bool = False) -> list[Objective]:
+    """The objectives of a study under `sla` (throughput only when no latency bound is set).
+
+    Capacity mode: the two ends of a variant's latency-throughput curve, its goodput per GPU at
+    the SLA (maximised) and its TPOT at the SLA percentile under the lightest load (minimised).
+    """
+    if capacity:
+        goodput = Objective("capacity_tok_s_per_gpu", "goodput at the SLA (output tok/s per GPU)",
+                            maximize=True)  # fmt: skip
+        if sla.is_throughput_only:
+            return [goodput]
+        light = Objective("light_load_tpot_ms", f"TPOT P{sla.percentile} at light load (ms)",
+                          maximize=False, percentile=sla.percentile)  # fmt: skip
+        return [light, goodput]
     tput = Objective("tput_per_gpu", "output tokens/s per GPU", maximize=True)
     if sla.is_throughput_only:
         return [tput]

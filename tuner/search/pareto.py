@@ -9,8 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from tuner.search.frontier import (
+    CAPACITY_RULE,
+    FrontPoint,
+    capacity_frontier,
+    frontier_history,
+    recommend_capacity,
+)
 from tuner.search.objectives import Objective, objectives_for, sla_violations
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA
@@ -151,6 +158,9 @@ class Miss(BaseModel):
 class ParetoResult(BaseModel):
     """Everything the report, CLI table and exports need about a finished study."""
 
+    mode: str = "fixed"  # "capacity": each variant searched across load; "fixed": one load
+    frontier: list[FrontPoint] = Field(default_factory=list)  # capacity mode: (variant, load) rows
+
     objective_names: list[str]
     maximize: list[bool]
     reference: list[float]  # hypervolume reference, minimisation form
@@ -219,10 +229,51 @@ def closest_misses(records: list[TrialRecord], sla: SLA, n: int = 3) -> list[Mis
     return misses[:n]
 
 
-def analyze(
-    records: list[TrialRecord], sla: SLA, reference: Sequence[float] | None = None
+def _analyze_capacity(
+    records: list[TrialRecord], sla: SLA, reference: Sequence[float] | None
 ) -> ParetoResult:
-    """Pareto front, knee, hypervolume (and its history) and the recommendation of a study."""
+    """Capacity mode: the frontier over (variant, load) points and the goodput recommendation."""
+    objectives = objectives_for(sla, capacity=True)
+    ordered = sorted(records, key=lambda r: r.number)
+    feasible = [r for r in ordered if r.meets(sla) and r.capacity is not None]
+    frontier = capacity_frontier(ordered, sla)
+    if reference is None:
+        worst = max((q.tpot_ms for q in frontier), default=1.0)
+        reference = [sla.tpot_ms or worst * (1 + HV_REFERENCE_MARGIN), 0.0]
+    hv, history = frontier_history(ordered, sla, list(reference))
+    front: list[int] = []
+    for q in frontier:
+        if q.trial not in front:
+            front.append(q.trial)
+    knee = None
+    if frontier:
+        pts = np.array([(q.tpot_ms, -q.output_tokens_per_s_per_gpu) for q in frontier])
+        knee = frontier[knee_index(pts)].trial
+    recommended, headroom = recommend_capacity(ordered, sla)
+    return ParetoResult(
+        mode="capacity", frontier=frontier, objective_names=[o.name for o in objectives],
+        maximize=[o.maximize for o in objectives], reference=list(reference),
+        feasible=[r.number for r in feasible], front=front, knee=knee, recommended=recommended,
+        headroom_met=headroom, hypervolume=hv, hv_history=history,
+        closest=[] if feasible else closest_misses(ordered, sla), rule=CAPACITY_RULE,
+    )  # fmt: skip
+
+
+def analyze(
+    records: list[TrialRecord],
+    sla: SLA,
+    reference: Sequence[float] | None = None,
+    *,
+    capacity: bool | None = None,
+) -> ParetoResult:
+    """Pareto front, knee, hypervolume (and its history) and the recommendation of a study.
+
+    `capacity` None: capacity mode when the records carry capacity searches.
+    """
+    if capacity is None:
+        capacity = any(r.capacity is not None for r in records)
+    if capacity:
+        return _analyze_capacity(records, sla, reference)
     objectives = objectives_for(sla)
     maximize = [o.maximize for o in objectives]
     ordered = sorted(records, key=lambda r: r.number)

@@ -18,13 +18,15 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, Trial, TrialState
 from pydantic import ValidationError
 
-from tuner.backends import Backend
+from tuner.backends import Backend, evaluate_capacity
 from tuner.errors import InputError
 from tuner.knobs import searched
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
 from tuner.search.objectives import constraint_names, constraint_values, objectives_for
 from tuner.search.parallel import run_trials
 from tuner.search.storage import make_storage
 from tuner.search.trials import (
+    ATTR_CAPACITY,
     ATTR_CONFIG,
     ATTR_DUPLICATE_OF,
     ATTR_METRICS,
@@ -184,9 +186,10 @@ def create_study(
     sampler: BaseSampler,
     *,
     load_if_exists: bool = True,
+    capacity: bool = False,
 ) -> optuna.Study:
-    """Create (or join) the study with one direction per objective of the SLA."""
-    objectives = objectives_for(sla)
+    """Create (or join) the study with one direction per objective of the SLA (and mode)."""
+    objectives = objectives_for(sla, capacity=capacity)
     directions: list[Literal["minimize", "maximize"]] = [
         "maximize" if o.maximize else "minimize" for o in objectives
     ]
@@ -219,7 +222,11 @@ class Evaluator:
         space: SearchSpace,
         drafts: dict[str, ModelSpec] | None = None,
         metrics_key: str = "",
+        *,
+        capacity: LoadMode | None = None,
+        budget: ProbeBudget | None = None,
     ) -> None:
+        """`capacity` ("rate" or "users") searches each variant's capacity; None = fixed load."""
         self.backend = backend
         # Digest of the model/GPU/SLA/workload/backend the metrics were measured for: a cached
         # evaluation is reused only by trials with the same key, never across runs.
@@ -227,9 +234,12 @@ class Evaluator:
         self.ctx = ctx
         self.space = space
         self.drafts = drafts or {}
-        self.objectives = objectives_for(ctx.sla)
+        self.capacity = capacity
+        self.budget = budget
+        self.objectives = objectives_for(ctx.sla, capacity=capacity is not None)
         self.sampling = sampling_space(space, ctx)
-        self._cache: dict[tuple[object, ...], tuple[int, dict[str, Any]]] = {}
+        # key -> (first trial, metrics JSON, capacity JSON or None)
+        self._cache: dict[tuple[object, ...], tuple[int, dict[str, Any], Any]] = {}
         self._seen: set[int] = set()
         self.evaluations = 0  # backend calls made by this process
 
@@ -249,12 +259,23 @@ class Evaluator:
                     Metrics.model_validate(met)
                 except (ValidationError, TypeError):
                     continue  # unreadable trial data is not reused
-                self._cache.setdefault(key, (t.number, met))
+                self._cache.setdefault(key, (t.number, met, attrs.get(ATTR_CAPACITY)))
 
     def _context_for(self, config: EngineConfig) -> Context:
         if config.draft_model and config.draft_model != "ngram":
             return self.ctx.model_copy(update={"draft": self.drafts[config.draft_model]})
         return self.ctx
+
+    def _evaluate(self, config: EngineConfig) -> tuple[dict[str, Any], Any]:
+        """Backend call: Metrics JSON, plus the capacity search JSON in capacity mode."""
+        ctx = self._context_for(config)
+        self.evaluations += 1
+        if self.capacity is None:
+            return self.backend.evaluate(config, ctx).model_dump(mode="json"), None
+        cap: Capacity
+        cap, metrics = evaluate_capacity(self.backend, config, ctx, mode=self.capacity,
+                                         budget=self.budget)  # fmt: skip
+        return metrics.model_dump(mode="json"), cap.model_dump(mode="json")
 
     def __call__(self, trial: Trial) -> list[float]:
         """Evaluate one sampled variant and return its objective values."""
@@ -271,15 +292,15 @@ class Evaluator:
         if key not in self._cache:
             self._refresh_cache(trial.study)
         if key in self._cache:
-            first, metrics_json = self._cache[key]
+            first, metrics_json, capacity_json = self._cache[key]
             trial.set_user_attr(ATTR_DUPLICATE_OF, first)
         else:
-            metrics = self.backend.evaluate(config, self._context_for(config))
-            self.evaluations += 1
-            metrics_json = metrics.model_dump(mode="json")
-            self._cache[key] = (trial.number, metrics_json)
+            metrics_json, capacity_json = self._evaluate(config)
+            self._cache[key] = (trial.number, metrics_json, capacity_json)
         metrics = Metrics.model_validate(metrics_json)
         trial.set_user_attr(ATTR_METRICS, metrics_json)
+        if capacity_json is not None:
+            trial.set_user_attr(ATTR_CAPACITY, capacity_json)
         if not metrics.feasible:
             trial.set_user_attr(ATTR_REASON, metrics.reason)
         names = constraint_names(self.ctx.sla)

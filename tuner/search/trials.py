@@ -8,10 +8,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tuner.errors import one_line
 from tuner.knobs import searched
+from tuner.perf.capacity import Capacity
 from tuner.search.objectives import constraint_values, objectives_for
 from tuner.specs import SLA, EngineConfig, Metrics
 
-__all__ = ["KNOBS", "TrialRecord", "TrialState", "record_from_frozen"]
+__all__ = ["ATTR_CAPACITY", "KNOBS", "TrialRecord", "TrialState", "record_from_frozen"]
 
 # The knobs a search varies, in the order samplers see them every trial (order changes what a
 # seeded sampler proposes, so the registry fixes it once for the search and the report).
@@ -25,6 +26,7 @@ ATTR_METRICS = "metrics"
 ATTR_REASON = "reason"
 ATTR_DUPLICATE_OF = "duplicate_of"
 ATTR_METRICS_KEY = "metrics_key"
+ATTR_CAPACITY = "capacity"
 
 
 class TrialRecord(BaseModel):
@@ -39,6 +41,7 @@ class TrialRecord(BaseModel):
     metrics: Metrics | None = None
     reason: str | None = None  # why it was pruned / failed / ran infeasible
     duplicate_of: int | None = None  # trial whose evaluation was reused
+    capacity: Capacity | None = None  # capacity mode: the load search and its ladder
     duration_s: float | None = None
 
     @property
@@ -55,7 +58,8 @@ class TrialRecord(BaseModel):
     def objective_values(self, sla: SLA) -> list[float]:
         """The objective numbers (natural direction) of an evaluated trial."""
         assert self.metrics is not None, f"trial {self.number} has no metrics"
-        return [o.value(self.metrics) for o in objectives_for(sla)]
+        objectives = objectives_for(sla, capacity=self.capacity is not None)
+        return [o.value(self.metrics) for o in objectives]
 
 
 _STATES: dict[str, TrialState] = {
@@ -82,6 +86,9 @@ def record_from_frozen(trial: Any) -> TrialRecord:
             metrics=Metrics.model_validate(metrics) if metrics else None,
             reason=attrs.get(ATTR_REASON),
             duplicate_of=attrs.get(ATTR_DUPLICATE_OF),
+            capacity=Capacity.model_validate(attrs[ATTR_CAPACITY])
+            if ATTR_CAPACITY in attrs
+            else None,
             duration_s=duration,
         )
     except (ValidationError, TypeError, ValueError, KeyError) as exc:

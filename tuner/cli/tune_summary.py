@@ -1,0 +1,98 @@
+"""The capacity-mode terminal summary of `tuner tune`: readable at 80 columns and when piped."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from tuner.cli.output import print_table, say
+from tuner.perf.capacity import LoadPoint
+from tuner.run.capacity_out import engine_picks, format_load, load_unit
+from tuner.run.tune import TuneOutcome, require_recommendation
+from tuner.specs import SLA, EngineConfig
+
+__all__ = ["MAX_FRONT_ROWS", "print_capacity_summary", "short_config"]
+
+# Rows of the frontier printed; the full table is pareto.csv and the report.
+MAX_FRONT_ROWS = 10
+
+
+def short_config(c: EngineConfig) -> str:
+    """A variant in a few words: weights/KV, TP, seqs and batched-token limits, speculation."""
+    spec = f" {c.draft_model}x{c.num_speculative_tokens}" if c.num_speculative_tokens else ""
+    prefix = "" if c.enable_prefix_caching else " no-prefix"
+    return (f"{c.quantization.value}/{c.kv_dtype.value} tp{c.tensor_parallel_size} "
+            f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
+
+
+def _bounds(sla: SLA) -> str:
+    parts = []
+    if sla.ttft_ms is not None:
+        parts.append(f"TTFT P{sla.percentile} <= {sla.ttft_ms:g} ms")
+    if sla.tpot_ms is not None:
+        parts.append(f"TPOT P{sla.percentile} <= {sla.tpot_ms:g} ms")
+    return ", ".join(parts) or "no latency bound"
+
+
+def _at(p: LoadPoint, mode: str, pct: int) -> str:
+    rate = f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f} output"
+    where = f"at {format_load(p.load, mode)} {load_unit(mode)} per replica"
+    ttft, tpot = p.ttft_ms.at(pct), p.tpot_ms.at(pct)
+    return (
+        f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms, TPOT P{pct} {tpot:,.2f} ms"
+    )
+
+
+def _front_table(outcome: TuneOutcome) -> Table:
+    result, pct = outcome.result, outcome.spec.sla.percentile
+    by_number = {r.number: r for r in outcome.records}
+    shown = result.frontier[:MAX_FRONT_ROWS]
+    t = Table(title=f"frontier: {len(shown)} of {len(result.frontier)} distinct outcomes")
+    for col in ("trial", "variant", "load", "tok/s/GPU", f"TPOT P{pct}", f"TTFT P{pct}", "n"):
+        t.add_column(col, justify="left" if col == "variant" else "right", overflow="fold")
+    for q in shown:
+        cfg = by_number[q.trial].config
+        assert cfg is not None
+        mark = " *" if q.trial == result.recommended and q.is_capacity else ""
+        t.add_row(f"{q.trial}{mark}", escape(short_config(cfg)), format_load(q.load, q.mode),
+                  f"{q.output_tokens_per_s_per_gpu:,.0f}", f"{q.tpot_ms:,.2f}",
+                  f"{q.ttft_ms:,.1f}", str(len(q.variants)))  # fmt: skip
+    return t
+
+
+def print_capacity_summary(outcome: TuneOutcome) -> None:
+    """Mode, recommendation with capacity and operating load, top frontier rows, file paths."""
+    spec, result = outcome.spec, outcome.result
+    pct = spec.sla.percentile
+    how = "open-loop Poisson rate" if spec.capacity_load == "rate" else "closed-loop users"
+    say(f"mode: capacity ({how}): each variant's highest load meeting {_bounds(spec.sla)}")
+    if result.frontier:
+        print_table(_front_table(outcome))
+        say(f"load: {load_unit(spec.capacity_load)} per replica; s/b: max seqs / batched tokens;")
+        say("n: variants with this outcome (the knobs that did not matter: pareto.csv)")
+    say(f"full tables: {outcome.files.get('pareto.csv', '')}")
+    say(f"             {outcome.files.get('trials.csv', '')}")
+    say(f"report: {outcome.files.get('report.html', '')}")
+    number = require_recommendation(outcome)  # exits 3 with the closest misses when none
+    rec = next(r for r in outcome.records if r.number == number)
+    assert rec.config is not None and rec.capacity is not None
+    cap = rec.capacity
+    say(f"recommended: trial {number}: {short_config(rec.config)}", style="bold")
+    top, op = cap.at_sla, cap.operating
+    assert top is not None
+    say(f"  capacity at the SLA: {_at(top, cap.mode, pct)}")
+    if op is not None:
+        say(f"  operate at ({cap.headroom:.0%} headroom): {_at(op, cap.mode, pct)}")
+    else:
+        say("  no probed load keeps the headroom margin: run below capacity")
+    picks = engine_picks(outcome.records, result, spec)
+    for key, engine, path in (("vllm", "vLLM", "vllm.sh"), ("sglang", "SGLang", "sglang.sh"),
+                              ("trtllm", "TRT-LLM", "trtllm.sh")):  # fmt: skip
+        file, pick = outcome.run_dir / "exports" / path, picks.get(key)
+        if isinstance(pick, str):
+            say(f"  {engine}: no export ({pick})")
+            continue
+        if pick is None or not file.exists():
+            continue
+        whose = "" if pick.number == number else f" (trial {pick.number}, best it can express)"
+        say(f"  {engine}{whose}: {file}")

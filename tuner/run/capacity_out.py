@@ -1,0 +1,133 @@
+"""Capacity-mode result files: the frontier table (pareto.csv), best.yaml's capacity block, and
+which front variant each engine gets when it cannot express the recommended one."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from tuner.export import ENGINES
+from tuner.perf.capacity import Capacity, LoadPoint
+from tuner.run.spec import RunSpec
+from tuner.search.frontier import FrontPoint, ranked_by_capacity
+from tuner.search.pareto import ParetoResult
+from tuner.search.trials import KNOBS, TrialRecord
+from tuner.specs import EngineConfig, Metrics
+
+__all__ = [
+    "CAPACITY_COLUMNS",
+    "capacity_block",
+    "engine_picks",
+    "expressible",
+    "format_load",
+    "load_unit",
+    "write_frontier_csv",
+]
+
+# Per-trial capacity columns (trials.csv), read from Metrics.extra.
+CAPACITY_COLUMNS = ("capacity_rps_per_gpu", "capacity_tok_s_per_gpu", "capacity_load",
+                    "operating_load", "operating_tok_s_per_gpu")  # fmt: skip
+
+
+def load_unit(mode: str) -> str:
+    """How a load of this mode is counted."""
+    return "req/s" if mode == "rate" else "users"
+
+
+def format_load(load: float, mode: str) -> str:
+    """A load as printed: req/s with two decimals, users as a whole number."""
+    return f"{load:,.2f}" if mode == "rate" else f"{load:,.0f}"
+
+
+def expressible(engine: str, config: EngineConfig, spec: RunSpec) -> str | None:
+    """None when `engine`'s exporter can express `config`, else the exporter's reason."""
+    from tuner.run.folder import export_config  # folder imports this module
+
+    result = export_config(config, spec, engines=(engine,))[engine]
+    return result if isinstance(result, str) else None
+
+
+def engine_picks(
+    records: list[TrialRecord], result: ParetoResult, spec: RunSpec
+) -> dict[str, TrialRecord | str]:
+    """Per engine: the best-ranked variant it can express, or why none could be exported."""
+    if result.mode == "capacity":
+        ranked = ranked_by_capacity(records, spec.sla)
+    else:
+        by_number = {r.number: r for r in records}
+        first = [by_number[result.recommended]] if result.recommended is not None else []
+        ranked = first + [by_number[n] for n in result.front if n != result.recommended]
+    picks: dict[str, TrialRecord | str] = {}
+    for engine in ENGINES:
+        reasons = []
+        for r in ranked:
+            assert r.config is not None
+            why = expressible(engine, r.config, spec)
+            if why is None:
+                picks[engine] = r
+                break
+            reasons.append(why)
+        else:
+            first_reason = reasons[0] if reasons else "no variant met the SLA"
+            picks[engine] = f"no front variant is expressible (first: {first_reason})"
+    return picks
+
+
+def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
+    return {
+        "load": p.load,
+        "requests_per_s_per_gpu": p.requests_per_s_per_gpu,
+        "output_tokens_per_s_per_gpu": p.output_tokens_per_s_per_gpu,
+        f"ttft_p{pct}_ms": p.ttft_ms.at(pct),
+        f"tpot_p{pct}_ms": p.tpot_ms.at(pct),
+    }
+
+
+def capacity_block(
+    cap: Capacity, config: EngineConfig, metrics: Metrics, pct: int
+) -> dict[str, Any]:
+    """best.yaml's capacity, operating load and the batch limits that reproduce them."""
+    top, op = cap.at_sla, cap.operating
+    assert top is not None
+    return {
+        "load_mode": cap.mode,
+        "load_unit": load_unit(cap.mode) + " per replica",
+        "capacity": _point_fields(top, pct),
+        "operating_point": {**_point_fields(op or top, pct), "headroom": cap.headroom if op else 0},
+        "batch_limits": {"max_num_seqs": config.max_num_seqs,
+                         "max_num_batched_tokens": config.max_num_batched_tokens,
+                         "peak_concurrent_seqs_at_capacity": metrics.max_concurrent_seqs},
+        "capacity_probes": cap.probes,
+    }  # fmt: skip
+
+
+def write_frontier_csv(
+    frontier: list[FrontPoint], records: list[TrialRecord], spec: RunSpec, path: Path
+) -> None:
+    """pareto.csv in capacity mode: one row per distinct (variant, load) outcome."""
+    pct = spec.sla.percentile
+    by_number = {r.number: r for r in records}
+    rows = []
+    for i, q in enumerate(frontier):
+        r = by_number[q.trial]
+        cfg = r.config.model_dump(mode="json") if r.config else {}
+        extra = r.metrics.extra if r.metrics else {}
+        rows.append({
+            "rank": i + 1, "trial": q.trial, **{k: cfg.get(k, "") for k in KNOBS},
+            "load_mode": q.mode, "load": q.load,
+            "requests_per_s_per_gpu": q.requests_per_s_per_gpu,
+            "output_tokens_per_s_per_gpu": q.output_tokens_per_s_per_gpu,
+            f"ttft_p{pct}_ms": q.ttft_ms, f"tpot_p{pct}_ms": q.tpot_ms,
+            "tokens_per_s_per_user": q.tokens_per_s_per_user, "is_capacity": q.is_capacity,
+            "capacity_rps_per_gpu": extra.get("capacity_rps_per_gpu", ""),
+            "capacity_tok_s_per_gpu": extra.get("capacity_tok_s_per_gpu", ""),
+            "stands_for": len(q.variants), "variants": " ".join(map(str, q.variants)),
+            "did_not_matter": "; ".join(f"{k}={'/'.join(map(str, v))}"
+                                        for k, v in q.did_not_matter.items()),
+        })  # fmt: skip
+    fields = list(rows[0]) if rows else ["rank", "trial", *KNOBS, "load_mode", "load"]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
