@@ -150,7 +150,7 @@ def test_bench_counts_malformed_or_cut_streams_as_failed_requests(config: dict) 
     cfg = FakeServerConfig(ttft_s=0.001, itl_s=0.001, **config)
     with running_fake_server(cfg) as srv:
         workload = Workload(input_tokens=8, output_tokens=64, concurrency=2, num_requests=4)
-        m = run_workload(Endpoint(srv.url), workload, options=LoadOptions(warmup_requests=0))
+        m = run_workload(Endpoint(srv.url), workload, options=LoadOptions(probe_requests=0))
         cli = runner.invoke(app, ["bench", "--url", srv.url, "--num-requests", "2", "--osl", "8"])
     assert m.failed_requests == m.num_requests == 4
     _fails_in_one_line(cli, 4)
