@@ -13,7 +13,6 @@ here depends on a row's id, source or engine.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
@@ -205,12 +204,6 @@ def predict_row(row: dict[str, str], eff: Efficiency = DEFAULT_EFFICIENCY) -> Ro
     return res
 
 
-def load_rows(path: Path) -> list[dict[str, str]]:
-    """Rows of the validation CSV."""
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def median_abs_errors(results: list[RowResult]) -> dict[str, tuple[float, int]]:
     """Median absolute percent error and row count per metric."""
     by_metric: dict[str, list[float]] = {}
@@ -227,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--silicon-csv", type=Path, default=silicon.DEFAULT_CSV)
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead")
     args = ap.parse_args(argv)
-    results = [predict_row(r) for r in load_rows(args.csv)]
+    results = [predict_row(r) for r in silicon.load_rows(args.csv)]
     summary = median_abs_errors(results)
     silicon_results, silicon_summary = silicon.score(args.silicon_csv)
     if args.json:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import time
 import warnings
@@ -154,24 +153,6 @@ def _analyse_and_write(
     return records, result, files
 
 
-class _DropInterruptTraceback(logging.Filter):
-    """Optuna logs a Ctrl-C'd trial with its full traceback; the CLI says it in one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[0] if record.exc_info else None
-        return not (exc is not None and issubclass(exc, KeyboardInterrupt))
-
-
-@contextmanager
-def _quiet_interrupts() -> Iterator[None]:
-    logger, quiet = logging.getLogger("optuna.study._optimize"), _DropInterruptTraceback()
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
-
-
 def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
     """Refuse to write `spec` into a folder that already holds a different run."""
     if not run_dir.exists():
@@ -288,7 +269,7 @@ def _tune_locked(
         reap_dead_trials(study, requeue)  # trials of a killed earlier run, queued again
     stopped, errors = False, list[str]()
     try:
-        with _quiet_interrupts(), readable_study(run_dir):
+        with readable_study(run_dir):
             errors = _search(spec, run_dir, study, evaluator, jobs, callbacks)
     except KeyboardInterrupt:
         stopped = True
