@@ -108,6 +108,9 @@ def test_cached_metrics_are_reused_only_for_the_same_model_gpu_sla_workload_back
         ["--resume", "{run}", "--model", "llama-3.1-70b"],
         ["--config", "{run}/run.yaml", "--sla", "batch", "--run-dir", "{tmp}/y"],
         ["--model", "llama-3.2-1b", "--timeout", "nan", "--run-dir", "{tmp}/z"],
+        # An unbounded trial count once ran a CI job into its timeout: a typo, not a plan.
+        ["--model", "llama-3.2-1b", "--trials", "99999999999999999999", "--run-dir", "{tmp}/x"],
+        ["--resume", "{run}", "--trials", "100001"],
     ],
 )
 def test_overrides_are_validated(args: list[str], tmp_path: Path) -> None:

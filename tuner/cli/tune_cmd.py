@@ -30,7 +30,14 @@ from tuner.cli.tune_summary import print_capacity_summary
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
-from tuner.run.spec import DEFAULT_TRIALS, RunSpec, build_run_spec, load_run_spec, run_dir_name
+from tuner.run.spec import (
+    DEFAULT_TRIALS,
+    MAX_TRIALS,
+    RunSpec,
+    build_run_spec,
+    load_run_spec,
+    run_dir_name,
+)
 from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommendation, tune
 from tuner.run.worker import rebuild_from_storage
 from tuner.search.parallel import count_states
@@ -168,7 +175,9 @@ def tune_command(
     ] = False,
     model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
     sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = (DEFAULT_SAMPLER),
-    trials: Annotated[int | None, typer.Option(min=1, help="Finished trials to reach")] = None,
+    trials: Annotated[
+        int | None, typer.Option(min=1, max=MAX_TRIALS, help="Finished trials to reach")
+    ] = None,
     timeout: Annotated[
         float | None, typer.Option(callback=finite_positive, help="Stop after this many seconds")
     ] = None,

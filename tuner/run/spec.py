@@ -30,6 +30,7 @@ from tuner.specs import (
 
 __all__ = [
     "DEFAULT_TRIALS",
+    "MAX_TRIALS",
     "DEFAULT_TUNE_CONCURRENCY",
     "RunSpec",
     "build_run_spec",
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 DEFAULT_TRIALS = 200
+# A run past this is a typo, not a plan: 100k sim trials already take hours.
+MAX_TRIALS = 100_000
 RUN_FILE = "run.yaml"
 # What a run is about: two specs that differ here are different runs and never share a folder.
 RUN_IDENTITY = ("model", "gpu", "sla", "workload", "space", "num_gpus", "drafts", "backend",
@@ -75,7 +78,7 @@ class RunSpec(BaseModel):
     backend: str = "sim"
     backend_options: dict[str, Any] = Field(default_factory=dict)
     sampler: str = DEFAULT_SAMPLER
-    trials: int = Field(default=DEFAULT_TRIALS, ge=1)
+    trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=MAX_TRIALS)
     timeout_s: float | None = Field(default=None, gt=0)
     seed: int = 0
     storage: str | None = Field(default=None, description="Optuna URL; None = study.db here")
