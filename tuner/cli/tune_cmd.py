@@ -42,7 +42,7 @@ from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommen
 from tuner.run.worker import rebuild_from_storage
 from tuner.search.parallel import count_states
 from tuner.search.trials import ATTR_METRICS
-from tuner.specs import DEFAULT_SAMPLER
+from tuner.specs import DEFAULT_SAMPLER, GPUProfile
 
 __all__ = ["export", "report", "tune_command"]
 
@@ -238,8 +238,8 @@ def _required_model(model: str | None) -> str:
     return model
 
 
-def _local_gpu(backend: str) -> str:
-    """The profile of this machine's GPU (torch/vllm measure here), with a note saying so."""
+def _local_gpu(backend: str) -> str | GPUProfile:
+    """The profile of this machine's GPU or CPU (torch/vllm measure here), with a note saying so."""
     gpu, note = local_gpu_profile(backend)
     print_note(note)
     return gpu

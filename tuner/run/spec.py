@@ -209,7 +209,7 @@ def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> Sear
 def build_run_spec(
     *,
     model: str,
-    gpu: str,
+    gpu: str | GPUProfile,
     sla: str = "chat",
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
