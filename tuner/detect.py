@@ -15,6 +15,7 @@ __all__ = [
     "MEASURING_BACKENDS",
     "DetectedGPU",
     "detect_gpus",
+    "local_device_count",
     "local_gpu_profile",
     "match_profile",
 ]
@@ -79,6 +80,12 @@ def detect_gpus() -> list[DetectedGPU] | str:
 
 # Backends that measure on this machine rather than predict a named GPU.
 MEASURING_BACKENDS = ("torch", "vllm")
+
+
+def local_device_count() -> int:
+    """Devices a measuring backend can use here: the GPUs NVML sees, else 1 (the CPU)."""
+    found = detect_gpus()
+    return 1 if isinstance(found, str) or not found else len(found)
 
 
 def local_gpu_profile(backend: str) -> tuple[str | GPUProfile, str]:

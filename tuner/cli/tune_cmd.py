@@ -27,10 +27,11 @@ from tuner.cli.app import app, console, finite_positive, guarded
 from tuner.cli.knob_flags import knob_options
 from tuner.cli.output import print_note, print_table, say
 from tuner.cli.tune_summary import print_capacity_summary
-from tuner.detect import local_gpu_profile
+from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
+    DEFAULT_NUM_GPUS,
     DEFAULT_TRIALS,
     MAX_TRIALS,
     RunSpec,
@@ -146,7 +147,13 @@ def tune_command(
     tpot_ms: Annotated[float | None, typer.Option(help="Custom TPOT bound, ms")] = None,
     percentile: Annotated[int | None, typer.Option(help="SLA percentile: 50/90/95/99")] = None,
     space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
-    num_gpus: Annotated[int, typer.Option(min=1, help="GPUs available for tensor parallelism")] = 8,
+    num_gpus: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="GPUs available for tensor parallelism [default: 8; torch/vllm: the local ones]",
+        ),
+    ] = None,
     workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
     isl: Annotated[int | None, typer.Option(help="Input tokens per request")] = None,
     osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
@@ -160,6 +167,12 @@ def tune_command(
         str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
     ] = "rate",
     num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
+    probes: Annotated[
+        int | None, typer.Option(min=2, max=64, help="Capacity probes/variant")
+    ] = None,
+    probe_seconds: Annotated[
+        float | None, typer.Option(min=1, help="Capacity search seconds per variant")
+    ] = None,
     lengths: Annotated[str | None, typer.Option(help="CSV/JSONL of length pairs")] = None,
     prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
     acceptance: Annotated[
@@ -206,7 +219,7 @@ def tune_command(
         spec = build_run_spec(
             model=_required_model(model), gpu=gpu or _local_gpu(backend), sla=sla,
             ttft_ms=ttft_ms, tpot_ms=tpot_ms, percentile=percentile, space=space,
-            num_gpus=num_gpus, workload_file=workload,
+            num_gpus=num_gpus or _default_num_gpus(backend), workload_file=workload,
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
@@ -215,7 +228,7 @@ def tune_command(
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
             study_name=study, compile_step=compile_step, knob_flags=knob_flags,
-            capacity_load=capacity_load,
+            capacity_load=capacity_load, probes=probes, probe_seconds=probe_seconds,
         )  # fmt: skip
     folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
     overrides = {"trials": trials, "timeout_s": timeout}
@@ -243,6 +256,11 @@ def _local_gpu(backend: str) -> str | GPUProfile:
     gpu, note = local_gpu_profile(backend)
     print_note(note)
     return gpu
+
+
+def _default_num_gpus(backend: str) -> int:
+    """8 GPUs to plan for, or the devices here when a backend measures on this machine."""
+    return local_device_count() if backend in MEASURING_BACKENDS else DEFAULT_NUM_GPUS
 
 
 def _target_folder(
