@@ -172,7 +172,9 @@ def test_free_port_is_bindable() -> None:
 
 
 def test_evaluate_measures_and_reads_server_counters(fake_python: str, tmp_path: Path) -> None:
-    backend = _fake_backend(fake_python, tmp_path)
+    # Tokens slow enough (50 ms) that the 50 ms /metrics poller sees requests running even on a
+    # loaded machine: the peak gauges below come from those polls.
+    backend = _fake_backend(fake_python, tmp_path, "--fake-itl-s", "0.05")
     m = backend.evaluate(EngineConfig(max_num_seqs=4), _ctx())
     assert m.feasible, m.reason
     assert m.backend == "vllm" and m.num_requests == 6 and m.failed_requests == 0
