@@ -308,20 +308,12 @@ class TorchBackend:
     def _engine(self, config: EngineConfig, model: Any, draft: Any, num_blocks: int,
                 use_triton: bool) -> Any:  # fmt: skip
         """The continuous-batching engine with the variant's limits."""
-        from tuner.engine.generate import Engine, EngineLimits
+        from tuner.engine.generate import Engine, limits_for
 
-        limits = EngineLimits(
-            max_num_seqs=config.max_num_seqs,
-            max_num_batched_tokens=config.max_num_batched_tokens,
-            num_blocks=num_blocks,
-            block_size=config.block_size,
-            kv_dtype=config.kv_dtype.value,
-            enable_chunked_prefill=config.enable_chunked_prefill,
-        )
         k = config.num_speculative_tokens
         return Engine(
             model,
-            limits,
+            limits_for(config, num_blocks),
             draft=draft,
             ngram_draft=bool(k) and config.draft_model == "ngram",
             num_speculative_tokens=k,
