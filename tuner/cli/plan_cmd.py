@@ -16,7 +16,7 @@ from rich.table import Table
 from tuner import catalog
 from tuner.cli.app import app, console, err_console, guarded
 from tuner.errors import InputError, NoFeasibleConfigError
-from tuner.knobs import footprint_text
+from tuner.knobs.registry import footprint_text
 from tuner.plan import PlanRequest, PlanResult, load_prices, plan
 from tuner.plan.folder import plan_dir_name, summary_lines, write_plan
 from tuner.plan.sizing import DEFAULT_HEADROOM

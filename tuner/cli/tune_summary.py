@@ -6,7 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.output import print_table, say
-from tuner.knobs import footprint_text
+from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation

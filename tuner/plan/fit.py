@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.knobs import footprint_knobs, footprint_words
+from tuner.knobs.registry import footprint_knobs, footprint_words
 from tuner.perf.memory import MemoryPlan, plan_memory
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization, Workload
 

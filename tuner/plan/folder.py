@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from tuner.knobs import footprint_knobs, footprint_words, get
+from tuner.knobs.registry import footprint_knobs, footprint_words, get
 from tuner.plan.chart import chart_data, render_html
 from tuner.plan.models import KindPlan, Option, PlanResult
 from tuner.plan.search import REFINED_KNOBS

@@ -7,7 +7,7 @@ import math
 import time
 from typing import Any
 
-from tuner.knobs import footprint_knobs, footprint_of
+from tuner.knobs.registry import footprint_knobs, footprint_of
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
