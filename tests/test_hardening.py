@@ -439,12 +439,31 @@ def test_measuring_backends_default_gpu_to_the_nvml_device(monkeypatch) -> None:
     monkeypatch.setattr(detect, "detect_gpus", lambda: [h200])
     name, note = detect.local_gpu_profile("torch")
     assert name == "h200-sxm" and "NVIDIA H200" in note
-    monkeypatch.setattr(detect, "detect_gpus", lambda: "no NVIDIA driver found")
-    line = _fails_in_one_line(runner.invoke(app, ["predict", "--model", "llama-3.2-1b",
-                                                  "--backend", "torch"]))  # fmt: skip
-    assert "no NVIDIA GPU detected" in line and "--gpu" in line
     line = _fails_in_one_line(runner.invoke(app, ["tune", "--model", "llama-3.2-1b"]))
     assert "--gpu is required with --backend sim" in line
+
+
+def test_without_a_gpu_measuring_backends_measure_the_cpu_and_say_so(
+    monkeypatch, tmp_path: Path
+) -> None:
+    import os
+
+    from tuner import detect
+    from tuner.specs import Architecture, GPUProfile
+
+    monkeypatch.setattr(detect, "detect_gpus", lambda: "no NVIDIA driver found")
+    profile, note = detect.local_gpu_profile("vllm")
+    assert isinstance(profile, GPUProfile) and profile.architecture is Architecture.cpu
+    assert "no NVIDIA GPU detected" in note and "measuring on the CPU" in note
+    assert profile.memory_bandwidth_gbps > 0.5 and profile.fp16_tflops > 1e-4
+    total_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    assert abs(profile.memory_gib - total_gib) < 0.01
+    assert "measured on this host" in profile.source and profile.tdp_w == 0
+    # The profile is a file every command accepts as --gpu FILE.
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump(profile.model_dump(mode="json")))
+    result = runner.invoke(app, ["validate", str(path), "--kind", "gpu"])
+    assert result.exit_code == 0, result.output
 
 
 def test_two_tunes_in_the_same_second_into_one_out_get_two_folders(

@@ -79,6 +79,7 @@ def test_cost_and_energy_arithmetic() -> None:
     # 4 GPUs at $2/h serving 1000 tok/s: $8/h over 3.6M tokens per hour.
     assert usd_per_million_tokens(8.0, 1000.0) == pytest.approx(8.0 / 3.6)
     assert energy_j_per_token(4, 700.0, 0.5, 1000.0) == pytest.approx(1.4)
+    assert energy_j_per_token(4, 0.0, 0.5, 1000.0) is None  # unknown TDP: no estimate
     assert offered_rate_rps(100, 9.0, 1.0) == pytest.approx(10.0)
     with pytest.raises(ValueError):
         replicas_needed(1.0, 0.0, 0.2)

@@ -221,8 +221,10 @@ def _lookup(kind: str, name: str) -> BaseModel:
     raise _unknown(kind, name, sorted(items))
 
 
-def load_gpu(name: str) -> GPUProfile:
-    """A GPU profile by catalog name, NVML alias (case-insensitive) or YAML path."""
+def load_gpu(name: str | GPUProfile) -> GPUProfile:
+    """A GPU profile by catalog name, NVML alias (case-insensitive) or YAML path (or as given)."""
+    if isinstance(name, GPUProfile):
+        return name
     items = _catalog("hardware_profiles")
     for gpu in items.values():
         assert isinstance(gpu, GPUProfile)

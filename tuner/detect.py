@@ -7,6 +7,7 @@ import difflib
 from pydantic import BaseModel
 
 from tuner.catalog import all_gpus
+from tuner.detect_cpu import measure_cpu_profile
 from tuner.errors import InputError
 from tuner.specs import GPUProfile
 
@@ -14,6 +15,7 @@ __all__ = [
     "MEASURING_BACKENDS",
     "DetectedGPU",
     "detect_gpus",
+    "local_device_count",
     "local_gpu_profile",
     "match_profile",
 ]
@@ -80,17 +82,25 @@ def detect_gpus() -> list[DetectedGPU] | str:
 MEASURING_BACKENDS = ("torch", "vllm")
 
 
-def local_gpu_profile(backend: str) -> tuple[str, str]:
-    """(profile name, one-line note) for a measuring backend run without --gpu: GPU 0 as NVML
-    reports it; InputError naming what to pass when no GPU (or no matching profile) is found."""
+def local_device_count() -> int:
+    """Devices a measuring backend can use here: the GPUs NVML sees, else 1 (the CPU)."""
+    found = detect_gpus()
+    return 1 if isinstance(found, str) or not found else len(found)
+
+
+def local_gpu_profile(backend: str) -> tuple[str | GPUProfile, str]:
+    """(profile, one-line note) for a measuring backend run without --gpu: GPU 0 as NVML reports
+    it, else this CPU measured; InputError when a GPU matches no profile."""
     if backend not in MEASURING_BACKENDS:
         raise InputError(f"--gpu is required with --backend {backend} (see `tuner profiles`)")
     found = detect_gpus()
     if isinstance(found, str) or not found:
         reason = found if isinstance(found, str) else "NVML reports zero devices"
-        raise InputError(
-            f"--gpu not given and no NVIDIA GPU detected ({reason}); name the profile to "
-            "report results against with --gpu (see `tuner profiles`)"
+        cpu = measure_cpu_profile()
+        return cpu, (
+            f"--gpu not given and no NVIDIA GPU detected ({reason}): measuring on the CPU, "
+            f"{cpu.display_name}: {cpu.memory_gib:g} GiB, {cpu.memory_bandwidth_gbps:g} GB/s copy, "
+            f"{cpu.fp16_tflops * 1e3:.0f} GFLOPS float32 (profile {cpu.name})"
         )
     gpu = found[0]
     if gpu.profile is None:

@@ -60,6 +60,7 @@ class Architecture(str, Enum):
     ada = "ada"
     hopper = "hopper"
     blackwell = "blackwell"
+    cpu = "cpu"  # a host CPU measured by `tuner.detect_cpu`, not a datasheet GPU
 
 
 # Bits of one stored weight element, before scales/zero-points (see perf.memory).
@@ -99,7 +100,7 @@ class GPUProfile(_Strict):
     l2_mib: float = Field(gt=0)
     nvlink_gbps: float = Field(ge=0, description="NVLink bandwidth per GPU (GB/s, total); 0 = none")
     pcie_gbps: float = Field(gt=0, description="PCIe bandwidth per direction, GB/s")
-    tdp_w: float = Field(gt=0)
+    tdp_w: float = Field(ge=0, description="Board power, W; 0 = unknown (no energy estimate)")
     source: str = Field(min_length=8, description="Datasheet URL")
 
     @property

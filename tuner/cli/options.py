@@ -18,6 +18,8 @@ __all__ = [
     "AcceptanceRate",
     "BackendName",
     "CapacityLoad",
+    "CapacityProbeSeconds",
+    "CapacityProbes",
     "CompileStep",
     "Concurrency",
     "FixedLoadRate",
@@ -44,6 +46,7 @@ __all__ = [
     "StudyName",
     "TPOTBound",
     "TTFTBound",
+    "TensorParallelGPUs",
     "TimeBudget",
     "TrialBudget",
 ]
@@ -93,6 +96,16 @@ StudyName = Annotated[str, typer.Option(help="Study name in the Optuna storage")
 # tune only: options that pick its mode or bound its budget.
 FixedLoadUsers = Annotated[int | None, typer.Option(help="Closed-loop users: fixed-load mode")]
 FixedLoadRate = Annotated[float | None, typer.Option(help="Poisson rate, req/s: fixed-load mode")]
+TensorParallelGPUs = Annotated[
+    int | None,
+    typer.Option(
+        min=1, help="GPUs available for tensor parallelism [default: 8; torch/vllm: the local ones]"
+    ),
+]
+CapacityProbes = Annotated[int | None, typer.Option(min=2, max=64, help="Capacity probes/variant")]
+CapacityProbeSeconds = Annotated[
+    float | None, typer.Option(min=1, help="Capacity search seconds per variant")
+]
 CapacityLoad = Annotated[
     str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
 ]

@@ -116,10 +116,14 @@ def _kind_lines(result: PlanResult) -> list[str]:
             if o.usd_per_m_total_tokens is not None
             else ""
         )
+        energy = (
+            f"~{o.energy_j_per_output_token:.2f} J per output token (estimate); "
+            if o.energy_j_per_output_token is not None
+            else ""
+        )
         lines.append(
             f"{kind.gpu}: {o.replicas} replica(s) x tp{o.tp}, {o.capacity_rps_per_replica:.2f} "
-            f"req/s each; {money}~{o.energy_j_per_output_token:.2f} J per output token "
-            f"(estimate); {o.fit}"
+            f"req/s each; {money}{energy}{o.fit}"
         )
     return lines
 

@@ -35,7 +35,7 @@ from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.predict import NGRAM
-from tuner.specs import Context, EngineConfig, Metrics, Workload
+from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, Workload
 from tuner.validity import invalid_reason
 
 __all__ = ["build_request", "predict"]
@@ -92,7 +92,7 @@ _WORKLOAD_FLAGS = {
 def build_request(
     *,
     model: str,
-    gpu: str,
+    gpu: str | GPUProfile,
     knob_flags: dict[str, str | None] | None = None,
     acceptance: float | None = None,
     prefix_cache_hit: float = 0.0,
@@ -207,11 +207,12 @@ def predict(
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""
     if backend not in BACKENDS:
         raise InputError(f"--backend {echo(backend)} is not one of: {', '.join(BACKENDS)}")
-    if gpu is None:
-        gpu, note = local_gpu_profile(backend)
+    profile: str | GPUProfile | None = gpu
+    if profile is None:
+        profile, note = local_gpu_profile(backend)
         print_note(note)
     config, ctx = build_request(
-        model=model, gpu=gpu, knob_flags=knob_flags, acceptance=acceptance,
+        model=model, gpu=profile, knob_flags=knob_flags, acceptance=acceptance,
         prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl, concurrency=concurrency, rate=rate,
         num_requests=num_requests, sla=sla, warmup=warmup, lengths=lengths,
     )  # fmt: skip

@@ -29,6 +29,8 @@ from tuner.cli.options import (
     AcceptanceRate,
     BackendName,
     CapacityLoad,
+    CapacityProbes,
+    CapacityProbeSeconds,
     CompileStep,
     FixedLoadRate,
     FixedLoadUsers,
@@ -46,6 +48,7 @@ from tuner.cli.options import (
     SLAName,
     SpaceName,
     StudyName,
+    TensorParallelGPUs,
     TimeBudget,
     TPOTBound,
     TrialBudget,
@@ -53,10 +56,11 @@ from tuner.cli.options import (
 )
 from tuner.cli.output import print_note, print_table, say
 from tuner.cli.tune_summary import print_capacity_summary
-from tuner.detect import local_gpu_profile
+from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
+    DEFAULT_NUM_GPUS,
     DEFAULT_TRIALS,
     RunSpec,
     build_run_spec,
@@ -67,7 +71,7 @@ from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, require_recommen
 from tuner.run.worker import rebuild_from_storage
 from tuner.search.parallel import count_states
 from tuner.search.trials import ATTR_METRICS
-from tuner.specs import DEFAULT_SAMPLER
+from tuner.specs import DEFAULT_SAMPLER, GPUProfile
 
 __all__ = ["export", "report", "tune_command"]
 
@@ -166,7 +170,7 @@ def tune_command(
     tpot_ms: TPOTBound = None,
     percentile: Annotated[int | None, typer.Option(help="SLA percentile: 50/90/95/99")] = None,
     space: SpaceName = "default",
-    num_gpus: Annotated[int, typer.Option(min=1, help="GPUs available for tensor parallelism")] = 8,
+    num_gpus: TensorParallelGPUs = None,
     workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
     isl: MaybeInputTokens = None,
     osl: MaybeOutputTokens = None,
@@ -174,6 +178,8 @@ def tune_command(
     rate: FixedLoadRate = None,
     capacity_load: CapacityLoad = "rate",
     num_requests: NumRequests = None,
+    probes: CapacityProbes = None,
+    probe_seconds: CapacityProbeSeconds = None,
     lengths: LengthsFile = None,
     prefix_cache_hit: MaybePrefixCacheHit = None,
     acceptance: AcceptanceRate = None,
@@ -210,7 +216,7 @@ def tune_command(
         spec = build_run_spec(
             model=_required_model(model), gpu=gpu or _local_gpu(backend), sla=sla,
             ttft_ms=ttft_ms, tpot_ms=tpot_ms, percentile=percentile, space=space,
-            num_gpus=num_gpus, workload_file=workload,
+            num_gpus=num_gpus or _default_num_gpus(backend), workload_file=workload,
             workload_fields={"input_tokens": isl, "output_tokens": osl,
                              "concurrency": concurrency, "rate_rps": rate,
                              "num_requests": num_requests, "prefix_cache_hit": prefix_cache_hit,
@@ -219,7 +225,7 @@ def tune_command(
             backend=backend, model_path=model_path, model_source=model_source, sampler=sampler,
             trials=trials or DEFAULT_TRIALS, timeout_s=timeout, seed=seed, storage=storage,
             study_name=study, compile_step=compile_step, knob_flags=knob_flags,
-            capacity_load=capacity_load,
+            capacity_load=capacity_load, probes=probes, probe_seconds=probe_seconds,
         )  # fmt: skip
     folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
     overrides = {"trials": trials, "timeout_s": timeout}
@@ -242,11 +248,16 @@ def _required_model(model: str | None) -> str:
     return model
 
 
-def _local_gpu(backend: str) -> str:
-    """The profile of this machine's GPU (torch/vllm measure here), with a note saying so."""
+def _local_gpu(backend: str) -> str | GPUProfile:
+    """The profile of this machine's GPU or CPU (torch/vllm measure here), with a note saying so."""
     gpu, note = local_gpu_profile(backend)
     print_note(note)
     return gpu
+
+
+def _default_num_gpus(backend: str) -> int:
+    """8 GPUs to plan for, or the devices here when a backend measures on this machine."""
+    return local_device_count() if backend in MEASURING_BACKENDS else DEFAULT_NUM_GPUS
 
 
 def _target_folder(

@@ -59,7 +59,9 @@ class Option(BaseModel):
     usd_per_hour: float | None = None
     usd_per_m_output_tokens: float | None = None
     usd_per_m_total_tokens: float | None = None
-    energy_j_per_output_token: float = Field(description="Estimate from TDP x utilisation")
+    energy_j_per_output_token: float | None = Field(
+        description="Estimate from TDP x utilisation; None when the TDP is unknown"
+    )
     max_context_tokens: int
     fit: str
     evaluations: int

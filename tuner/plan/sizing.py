@@ -47,8 +47,13 @@ def usd_per_million_tokens(fleet_usd_per_hour: float, tokens_per_s: float) -> fl
     return fleet_usd_per_hour / (tokens_per_s * SECONDS_PER_HOUR) * 1e6
 
 
-def energy_j_per_token(gpus: int, tdp_w: float, load_fraction: float, tokens_per_s: float) -> float:
-    """Estimate: every GPU draws TDP x the load fraction; idle power is not counted."""
+def energy_j_per_token(
+    gpus: int, tdp_w: float, load_fraction: float, tokens_per_s: float
+) -> float | None:
+    """Estimate: every GPU draws TDP x the load fraction; idle power is not counted (None when
+    the profile does not know its power)."""
+    if tdp_w <= 0:
+        return None
     return gpus * tdp_w * load_fraction / tokens_per_s
 
 

@@ -29,6 +29,7 @@ from tuner.specs import (
 )
 
 __all__ = [
+    "DEFAULT_NUM_GPUS",
     "DEFAULT_TRIALS",
     "MAX_TRIALS",
     "DEFAULT_TUNE_CONCURRENCY",
@@ -42,6 +43,7 @@ __all__ = [
 DEFAULT_TRIALS = 200
 # A run past this is a typo, not a plan: 100k sim trials already take hours.
 MAX_TRIALS = 100_000
+DEFAULT_NUM_GPUS = 8
 RUN_FILE = "run.yaml"
 # What a run is about: two specs that differ here are different runs and never share a folder.
 RUN_IDENTITY = ("model", "gpu", "sla", "workload", "space", "num_gpus", "drafts", "backend",
@@ -60,7 +62,9 @@ class RunSpec(BaseModel):
     sla: SLA
     workload: Workload
     space: SearchSpace
-    num_gpus: int = Field(default=8, ge=1, description="GPUs available for tensor parallelism")
+    num_gpus: int = Field(
+        default=DEFAULT_NUM_GPUS, ge=1, description="GPUs available for tensor parallelism"
+    )
     drafts: dict[str, ModelSpec] = Field(
         default_factory=dict, description="Draft models of the space, resolved"
     )
@@ -206,16 +210,36 @@ def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> Sear
         raise InputError(str(exc)) from exc
 
 
+# A measured capacity search starts real load per probe: bounded in time by default, so a tune on
+# a slow device (a CPU) still finishes trials instead of spending minutes on one variant.
+MEASURED_PROBES = 8
+MEASURED_PROBE_SECONDS = 180.0
+
+
+def _probe_budget(backend: str, probes: int | None, seconds: float | None) -> dict[str, Any]:
+    """The capacity search's budget: the flags, else the backend's default (validated later)."""
+    budget: dict[str, Any] = (
+        {"max_probes": MEASURED_PROBES, "max_seconds": MEASURED_PROBE_SECONDS}
+        if backend in ("torch", "vllm")
+        else {}
+    )
+    if probes is not None:
+        budget["max_probes"] = probes
+    if seconds is not None:
+        budget["max_seconds"] = seconds
+    return budget
+
+
 def build_run_spec(
     *,
     model: str,
-    gpu: str,
+    gpu: str | GPUProfile,
     sla: str = "chat",
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     percentile: int | None = None,
     space: str = "default",
-    num_gpus: int = 8,
+    num_gpus: int = DEFAULT_NUM_GPUS,
     workload_file: Path | None = None,
     workload_fields: dict[str, Any] | None = None,
     backend: str = "sim",
@@ -230,6 +254,8 @@ def build_run_spec(
     compile_step: bool = False,
     knob_flags: dict[str, str | None] | None = None,
     capacity_load: str = "rate",
+    probes: int | None = None,
+    probe_seconds: float | None = None,
 ) -> RunSpec:
     """Resolve tune's flags into a RunSpec; a fixed rate or concurrency selects fixed-load mode."""
     if capacity_load not in CAPACITY_LOADS:
@@ -254,6 +280,7 @@ def build_run_spec(
         if workload.rate_rps is not None or workload.concurrency is not None
         else "capacity",
         "capacity_load": capacity_load,
+        "probe_budget": _probe_budget(backend, probes, probe_seconds),
         "space": search_space,
         "num_gpus": num_gpus,
         "drafts": resolve_drafts(search_space),

@@ -113,10 +113,11 @@ def importances(
     evaluator = optuna.importance.PedAnovaImportanceEvaluator()
     for i, name in enumerate(names):
         try:
-            # The getter already negates maximised objectives, so Optuna's reminder that
-            # PED-ANOVA ranks low target values is noise here.
+            # The getter already negates maximised objectives, and the importances are a hint
+            # in the report: Optuna's reminders (low targets, few trials per regime, equal
+            # quantiles) would only be noise on the user's terminal.
             with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator")
+                warnings.simplefilter("ignore")
                 scores = optuna.importance.get_param_importances(
                     study, evaluator=evaluator, target=_objective_getter(i, maximize[i])
                 )
