@@ -43,7 +43,7 @@ def attention_errors() -> dict[str, float]:
     ):
         cache = PagedKVCache(
             num_layers=1, num_blocks=16, block_size=bs, num_kv_heads=kv_heads,
-            head_dim=head_dim, kv_dtype=kv_dtype, act_dtype=act,
+            head_dim=head_dim, storage=kv_dtype, act_dtype=act,
         )  # fmt: skip
         tables = [[3, 7, 1], [0, 2, 9, 12], [5]]
         prefill = make_batch([(t, 0, n) for t, n in zip(tables, lens, strict=True)], bs)

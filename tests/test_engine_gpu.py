@@ -30,7 +30,7 @@ def test_triton_paged_decode_matches_torch_on_cuda(kv_dtype: str) -> None:
     g = torch.Generator(device="cuda").manual_seed(1)
     cache = PagedKVCache(
         num_layers=1, num_blocks=64, block_size=16, num_kv_heads=8, head_dim=128,
-        kv_dtype=kv_dtype, act_dtype=torch.bfloat16, device="cuda",
+        storage=kv_dtype, act_dtype=torch.bfloat16, device="cuda",
     )  # fmt: skip
     lens = [1, 100, 333]
     tables = [[0], list(range(1, 8)), list(range(8, 29))]

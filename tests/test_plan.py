@@ -129,8 +129,10 @@ def test_price_file_errors_are_one_line(tmp_path: Path) -> None:
 def test_small_card_fit_names_the_quantization_that_fits() -> None:
     model, gpu = catalog.load_model("qwen2.5-14b"), catalog.load_gpu("rtx-4090")
     wl = Workload(input_tokens=1024, output_tokens=256)
-    bf16 = check_fit(model, gpu, wl, Quantization.bf16, KVDtype.auto, 1, min_batched_tokens=512)
-    int8 = check_fit(model, gpu, wl, Quantization.int8, KVDtype.fp8, 1, min_batched_tokens=512)
+    sixteen = {"quantization": Quantization.bf16, "kv_dtype": KVDtype.auto}
+    eight = {"quantization": Quantization.int8, "kv_dtype": KVDtype.fp8}
+    bf16 = check_fit(model, gpu, wl, sixteen, 1, min_batched_tokens=512)
+    int8 = check_fit(model, gpu, wl, eight, 1, min_batched_tokens=512)
     assert not bf16.fits and int8.fits
     chosen = EngineConfig(quantization=Quantization.int8, kv_dtype=KVDtype.fp8)
     note = fit_note(model, gpu, chosen, bf16, int8.plan, 3.1)

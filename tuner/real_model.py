@@ -109,6 +109,16 @@ def _hf_name(gguf_name: str) -> str:
     return f"model.layers.{layer}.{_LAYER_NAMES[part]}.{suffix}"
 
 
+# Integer metadata of a llama GGUF file: our key -> GGUF field.
+_INT_FIELDS = {
+    "layers": "llama.block_count", "hidden": "llama.embedding_length",
+    "intermediate": "llama.feed_forward_length", "heads": "llama.attention.head_count",
+    "kv_heads": "llama.attention.head_count_kv", "context": "llama.context_length",
+    "vocab": "llama.vocab_size", "bos": "tokenizer.ggml.bos_token_id",
+    "eos": "tokenizer.ggml.eos_token_id", "pad": "tokenizer.ggml.padding_token_id",
+}  # fmt: skip
+
+
 def _convert_weights(gguf_path: Path, out: Path) -> dict[str, Any]:
     """Dequantize every tensor to bf16 and write model.safetensors; return the GGUF metadata."""
     import gguf
@@ -117,22 +127,11 @@ def _convert_weights(gguf_path: Path, out: Path) -> dict[str, Any]:
     from safetensors.torch import save_file
 
     reader = gguf.GGUFReader(gguf_path)
-    meta = {
-        "layers": int(_field(reader, "llama.block_count")),
-        "hidden": int(_field(reader, "llama.embedding_length")),
-        "intermediate": int(_field(reader, "llama.feed_forward_length")),
-        "heads": int(_field(reader, "llama.attention.head_count")),
-        "kv_heads": int(_field(reader, "llama.attention.head_count_kv")),
-        "context": int(_field(reader, "llama.context_length")),
-        "rope_theta": float(_field(reader, "llama.rope.freq_base")),
-        "eps": float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
-        "vocab": int(_field(reader, "llama.vocab_size")),
-        "bos": int(_field(reader, "tokenizer.ggml.bos_token_id")),
-        "eos": int(_field(reader, "tokenizer.ggml.eos_token_id")),
-        "pad": int(_field(reader, "tokenizer.ggml.padding_token_id")),
-        "chat_template": _field(reader, "tokenizer.chat_template"),
-        "name": str(_field(reader, "general.name")),
-    }
+    meta: dict[str, Any] = {key: int(_field(reader, name)) for key, name in _INT_FIELDS.items()}
+    meta["rope_theta"] = float(_field(reader, "llama.rope.freq_base"))
+    meta["eps"] = float(_field(reader, "llama.attention.layer_norm_rms_epsilon"))
+    meta["chat_template"] = _field(reader, "tokenizer.chat_template")
+    meta["name"] = str(_field(reader, "general.name"))
     tensors: dict[str, torch.Tensor] = {}
     for t in reader.tensors:
         # GGUF lists shapes innermost-first; dequantize returns the row-major [out, in] array.

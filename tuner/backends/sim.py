@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.predict import NGRAM, predict_metrics
 from tuner.specs import Context, EngineConfig, Metrics
-from tuner.validity import invalid_reason
 
 __all__ = ["SimBackend"]
 
 
-class SimBackend:
+# What the model can fail with on a variant it cannot model (reported as infeasible).
+_FAILURES = (TunerError, ValueError, ArithmeticError, LookupError)
+
+
+class SimBackend(CheckedBackend):
     """Predicts instead of measuring; fast enough for thousands of variants per search."""
 
     name = "sim"
@@ -42,10 +46,8 @@ class SimBackend:
             updates["draft"] = load_model(str(config.draft_model))
         return ctx.model_copy(update=updates) if updates else ctx
 
-    def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
-        """Predict `config` under `ctx.workload`; never raises (infeasible Metrics instead)."""
-        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
-            return Metrics.infeasible(reason, self.name)
+    def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
+        """Predict `config` under `ctx.workload` (adds the capacity when asked)."""
         try:
             ctx = self._resolve(config, ctx)
             metrics = predict_metrics(config, ctx, self.efficiency)
@@ -55,25 +57,19 @@ class SimBackend:
                 metrics.extra["capacity_tok_s_per_gpu"] = cap.tok_s_per_gpu
                 metrics.extra["capacity_load"] = cap.at_sla.load if cap.at_sla else 0.0
             return metrics
-        except TunerError as exc:
-            return Metrics.infeasible(str(exc), self.name)
-        except (ValueError, ArithmeticError, LookupError) as exc:
-            return Metrics.infeasible(f"simulator could not model this variant: {exc}", self.name)
+        except _FAILURES as exc:
+            return self._failure(exc)
 
-    def capacity_search(
-        self,
-        config: EngineConfig,
-        ctx: Context,
-        *,
-        mode: LoadMode = "rate",
-        budget: ProbeBudget | None = None,
-    ) -> tuple[Capacity, Metrics]:
-        """Capacity search of `config` and its Metrics at the capacity load; never raises."""
+    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
+                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+        """The simulator's capacity search of `config` (it knows the saturated rate)."""
         try:
             ctx = self._resolve(config, ctx)
             return sim_capacity(config, ctx, eff=self.efficiency, mode=mode, budget=budget)
-        except TunerError as exc:
-            failed = Metrics.infeasible(str(exc), self.name)
-        except (ValueError, ArithmeticError, LookupError) as exc:
-            failed = Metrics.infeasible(f"simulator could not model this variant: {exc}", self.name)
-        return Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size), failed
+        except _FAILURES as exc:
+            return no_capacity(config, mode), self._failure(exc)
+
+    def _failure(self, exc: Exception) -> Metrics:
+        if isinstance(exc, TunerError):
+            return Metrics.infeasible(str(exc), self.name)
+        return Metrics.infeasible(f"simulator could not model this variant: {exc}", self.name)

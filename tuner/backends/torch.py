@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
-from tuner.validity import invalid_reason
 
 __all__ = ["TorchBackend"]
 
@@ -62,7 +62,7 @@ def _device_memory_bytes(device: str) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-class TorchBackend:
+class TorchBackend(CheckedBackend):
     """Measures engine variants of the in-repo PyTorch/Triton engine on the local device."""
 
     name = "torch"
@@ -106,15 +106,6 @@ class TorchBackend:
         self.compile = compile
         self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
 
-    def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
-        """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
-        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
-            return Metrics.infeasible(reason, self.name)
-        try:
-            return self._evaluate(config, ctx)
-        except _FAILURES as exc:
-            return _failure(exc, self.name)
-
     # ------------------------------------------------------------------ building
 
     def _weights_for(self, spec: ModelSpec, explicit: Path | None) -> Path | None:
@@ -135,24 +126,20 @@ class TorchBackend:
         return build_model(spec, model_path=path, dtype=dtype, device=device, seed=self.seed)
 
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
-        built = self._prepare(config, ctx)
-        if isinstance(built, Metrics):
-            return built
-        return self._replay(built, config, ctx)
+        """Measure `config`; any failure comes back as infeasible Metrics with the reason."""
+        try:
+            built = self._prepare(config, ctx)
+            if isinstance(built, Metrics):
+                return built
+            return self._replay(built, config, ctx)
+        except _FAILURES as exc:
+            return _failure(exc, self.name)
 
-    def capacity_search(
-        self,
-        config: EngineConfig,
-        ctx: Context,
-        *,
-        mode: LoadMode = "rate",
-        budget: ProbeBudget | None = None,
-    ) -> tuple[Capacity, Metrics]:
+    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
+                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
         """Capacity of `config`: the engine is built and warmed up once, every probe replays the
-        workload at one load on it; never raises (infeasible Metrics instead)."""
-        empty = Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
-        if reason := invalid_reason(config, ctx):
-            return empty, Metrics.infeasible(reason, self.name)
+        workload at one load on it."""
+        empty = no_capacity(config, mode)
         try:
             built = self._prepare(config, ctx)
         except _FAILURES as exc:
@@ -308,20 +295,12 @@ class TorchBackend:
     def _engine(self, config: EngineConfig, model: Any, draft: Any, num_blocks: int,
                 use_triton: bool) -> Any:  # fmt: skip
         """The continuous-batching engine with the variant's limits."""
-        from tuner.engine.generate import Engine, EngineLimits
+        from tuner.engine.generate import Engine, limits_for
 
-        limits = EngineLimits(
-            max_num_seqs=config.max_num_seqs,
-            max_num_batched_tokens=config.max_num_batched_tokens,
-            num_blocks=num_blocks,
-            block_size=config.block_size,
-            kv_dtype=config.kv_dtype.value,
-            enable_chunked_prefill=config.enable_chunked_prefill,
-        )
         k = config.num_speculative_tokens
         return Engine(
             model,
-            limits,
+            limits_for(config, num_blocks),
             draft=draft,
             ngram_draft=bool(k) and config.draft_model == "ngram",
             num_speculative_tokens=k,

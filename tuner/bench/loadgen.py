@@ -15,10 +15,11 @@ over), and every request's `usage.completion_tokens` is checked against what was
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import httpx
 
@@ -52,6 +53,8 @@ __all__ = [
 Api = Literal["completions", "chat"]
 ProgressFn = Callable[[int, int], None]  # (finished requests, total requests)
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 _PATHS: dict[Api, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _CONNECT_TIMEOUT_S = 10.0
 _PREFLIGHT_TIMEOUT_S = 30.0
@@ -371,27 +374,15 @@ def check_endpoint(endpoint: Endpoint, timeout_s: float = _PREFLIGHT_TIMEOUT_S) 
     return asyncio.run(check())
 
 
-def run_workload(
-    endpoint: Endpoint,
-    workload: Workload,
-    *,
-    options: LoadOptions | None = None,
-    sla: SLA | None = None,
-    backend: str = "bench",
-    num_gpus: int = 1,
-    on_progress: ProgressFn | None = None,
-    on_measure_start: Callable[[], None] | None = None,
-) -> Metrics:
-    """Synchronous `arun_workload` (runs its own event loop)."""
-    return asyncio.run(
-        arun_workload(
-            endpoint,
-            workload,
-            options=options,
-            sla=sla,
-            backend=backend,
-            num_gpus=num_gpus,
-            on_progress=on_progress,
-            on_measure_start=on_measure_start,
-        )
-    )
+def _synchronous(fn: Callable[_P, Coroutine[Any, Any, _T]]) -> Callable[_P, _T]:
+    """`fn` run to completion in its own event loop."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return asyncio.run(fn(*args, **kwargs))
+
+    return run
+
+
+# The same arguments as arun_workload, for callers outside an event loop.
+run_workload = _synchronous(arun_workload)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Required, TypedDict, Unpack
 
 import numpy as np
 
@@ -119,13 +120,16 @@ def aggregate(
     return metrics
 
 
+class Labels(TypedDict, total=False):
+    """The keyword arguments of `aggregate` that say whose measurement it is and how it is read."""
+
+    backend: Required[str]
+    sla: SLA | None
+    num_gpus: int
+
+
 def aggregate_steady(
-    results: Sequence[RequestResult],
-    warmup: int,
-    *,
-    backend: str,
-    sla: SLA | None = None,
-    num_gpus: int = 1,
+    results: Sequence[RequestResult], warmup: int, **labels: Unpack[Labels]
 ) -> Metrics:
     """`aggregate` over the measured requests only (indices >= `warmup`, by send order).
 
@@ -138,6 +142,6 @@ def aggregate_steady(
         end = max(r.start_s + r.e2e_s for r in measured)
     else:
         start = end = 0.0
-    metrics = aggregate(measured, end - start, backend=backend, sla=sla, num_gpus=num_gpus)
+    metrics = aggregate(measured, end - start, **labels)
     metrics.warmup_requests = warmup
     return metrics

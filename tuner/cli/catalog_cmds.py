@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +15,7 @@ from tuner.cli.app import app, guarded
 from tuner.cli.output import print_json, print_rows, say
 from tuner.detect import detect_gpus
 from tuner.errors import InputError
-from tuner.specs import IntRange, ModelSpec
+from tuner.specs import GPUProfile, IntRange, ModelSpec
 
 
 def _fmt(v: float) -> str:
@@ -29,31 +29,29 @@ def _dump(items: list[BaseModel]) -> list[dict[str, object]]:
     return [i.model_dump(mode="json") for i in items]
 
 
+def _gpu_row(g: GPUProfile) -> tuple[str, ...]:
+    return (g.name, g.architecture.value, f"{g.memory_gib:g}", f"{g.memory_bandwidth_gbps:g}",
+            _fmt(g.fp16_tflops), _fmt(g.fp8_tflops), _fmt(g.int8_tops), _fmt(g.int4_tops),
+            _fmt(g.nvlink_gbps), f"{g.tdp_w:g}")  # fmt: skip
+
+
+def _printed_as_json(items: Sequence[BaseModel], as_json: bool) -> bool:
+    """Print `items` as JSON (every field) when --json is given; whether it did."""
+    if as_json:
+        print_json(_dump(list(items)))
+    return as_json
+
+
 @app.command()
 @guarded
 def profiles(as_json: JsonFlag = False) -> None:
     """List the GPU profiles (datasheet numbers) the tool can model."""
     gpus = catalog.all_gpus()
-    if as_json:
-        print_json(_dump(list(gpus)))
+    if _printed_as_json(gpus, as_json):
         return
     columns = ("name", "arch", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS",
                "int8 TOPS", "int4 TOPS", "NVLink GB/s", "TDP W")  # fmt: skip
-    rows = [
-        (
-            g.name,
-            g.architecture.value,
-            f"{g.memory_gib:g}",
-            f"{g.memory_bandwidth_gbps:g}",
-            _fmt(g.fp16_tflops),
-            _fmt(g.fp8_tflops),
-            _fmt(g.int8_tops),
-            _fmt(g.int4_tops),
-            _fmt(g.nvlink_gbps),
-            f"{g.tdp_w:g}",
-        )  # fmt: skip
-        for g in gpus
-    ]
+    rows = [_gpu_row(g) for g in gpus]
     print_rows("GPU profiles (dense tensor-core peaks)", columns, rows, left=2)
 
 
@@ -78,20 +76,7 @@ def models(as_json: JsonFlag = False) -> None:
         return
     columns = ("name", "family", "params (B)", "active (B)", "layers", "hidden", "heads/kv",
                "experts", "context")  # fmt: skip
-    rows = [
-        (
-            m.name,
-            m.family,
-            f"{m.num_params / 1e9:.2f}",
-            f"{m.num_active_params / 1e9:.2f}",
-            str(m.num_layers),
-            str(m.hidden_size),
-            f"{m.num_attention_heads}/{m.num_kv_heads}",
-            f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-",
-            str(m.max_context),
-        )  # fmt: skip
-        for m in cards
-    ]
+    rows = [_model_row(m) for m in cards]
     print_rows("Models", columns, rows, left=2)
 
 
@@ -108,8 +93,7 @@ def _knob(v: object) -> str:
 def spaces(as_json: JsonFlag = False) -> None:
     """List the search spaces and their knobs."""
     items = catalog.all_search_spaces()
-    if as_json:
-        print_json(_dump(list(items)))
+    if _printed_as_json(items, as_json):
         return
     columns = ("name", *(knob.label for knob in knobs.searched()))
     rows = [(s.name, *(_knob(getattr(s, knob.name)) for knob in knobs.searched())) for s in items]
@@ -121,8 +105,7 @@ def spaces(as_json: JsonFlag = False) -> None:
 def slas(as_json: JsonFlag = False) -> None:
     """List the SLA presets."""
     items = catalog.all_slas()
-    if as_json:
-        print_json(_dump(list(items)))
+    if _printed_as_json(items, as_json):
         return
     rows = [
         (

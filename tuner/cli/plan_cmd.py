@@ -16,6 +16,7 @@ from rich.table import Table
 from tuner import catalog
 from tuner.cli.app import app, console, err_console, guarded
 from tuner.errors import InputError, NoFeasibleConfigError
+from tuner.knobs.registry import footprint_text
 from tuner.plan import PlanRequest, PlanResult, load_prices, plan
 from tuner.plan.folder import plan_dir_name, summary_lines, write_plan
 from tuner.plan.sizing import DEFAULT_HEADROOM
@@ -99,7 +100,7 @@ def _table(result: PlanResult) -> Table:
             str(rank), escape(kind.gpu), str(o.gpus), _money(o.usd_per_hour, 2),
             _money(o.usd_per_m_output_tokens, 3), f"{o.utilisation:.0%}",
             f"{o.ttft_ms:.0f}/{o.tpot_ms:.1f}",
-            f"tp{o.tp} {c.quantization.value}/{c.kv_dtype.value}",
+            f"tp{o.tp} {footprint_text(c)}",
         )  # fmt: skip
     return t
 

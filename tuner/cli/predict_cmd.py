@@ -15,6 +15,22 @@ from tuner.backends import BACKENDS, get_backend
 from tuner.bench.lengths import workload_length_pairs
 from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
+from tuner.cli.options import (
+    AcceptanceRate,
+    BackendName,
+    CompileStep,
+    Concurrency,
+    GPUName,
+    InputTokens,
+    JsonObject,
+    LengthsFile,
+    ModelName,
+    ModelPath,
+    NumRequests,
+    OutputTokens,
+    PrefixCacheHit,
+    Rate,
+)
 from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
@@ -168,33 +184,24 @@ def _summary_lines(m: Metrics) -> list[str]:
 @guarded
 @knob_options("value")
 def predict(
-    model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
-    gpu: Annotated[
-        str | None,
-        typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
-    ] = None,
-    acceptance: Annotated[float | None, typer.Option(help="Per-token acceptance rate")] = None,
-    prefix_cache_hit: Annotated[float, typer.Option(help="Cached fraction of prompts")] = 0.0,
-    isl: Annotated[int, typer.Option(help="Input tokens per request")] = 1024,
-    osl: Annotated[int, typer.Option(help="Output tokens per request")] = 256,
-    concurrency: Annotated[int | None, typer.Option(help="Closed-loop users")] = None,
-    rate: Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")] = None,
-    num_requests: Annotated[
-        int | None, typer.Option(help="Measured requests (default: sized from the load)")
-    ] = None,
+    model: ModelName,
+    gpu: GPUName = None,
+    acceptance: AcceptanceRate = None,
+    prefix_cache_hit: PrefixCacheHit = 0.0,
+    isl: InputTokens = 1024,
+    osl: OutputTokens = 256,
+    concurrency: Concurrency = None,
+    rate: Rate = None,
+    num_requests: NumRequests = None,
     warmup: Annotated[
         int | None, typer.Option(help="Warm-up requests, run but not measured (default: auto)")
     ] = None,
-    lengths: Annotated[
-        str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
-    ] = None,
+    lengths: LengthsFile = None,
     sla: Annotated[str, typer.Option(help="SLA preset used for goodput")] = "chat",
-    backend: Annotated[str, typer.Option(help="sim predicts; torch and vllm measure")] = "sim",
-    model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
-    compile_step: Annotated[
-        bool, typer.Option("--compile", help="torch backend: torch.compile the engine step")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    backend: BackendName = "sim",
+    model_path: ModelPath = None,
+    compile_step: CompileStep = False,
+    as_json: JsonObject = False,
     knob_flags: dict[str, str | None] | None = None,
 ) -> None:
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""

@@ -23,8 +23,37 @@ from rich.progress import (
 from rich.table import Table
 
 from tuner import knobs
-from tuner.cli.app import app, console, finite_positive, guarded
+from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
+from tuner.cli.options import (
+    AcceptanceRate,
+    BackendName,
+    CapacityLoad,
+    CapacityProbes,
+    CapacityProbeSeconds,
+    CompileStep,
+    FixedLoadRate,
+    FixedLoadUsers,
+    GPUName,
+    LengthsFile,
+    MaybeInputTokens,
+    MaybeModelName,
+    MaybeOutputTokens,
+    MaybePrefixCacheHit,
+    ModelPath,
+    NgramAcceptanceRate,
+    NumRequests,
+    OutDir,
+    RunDir,
+    SLAName,
+    SpaceName,
+    StudyName,
+    TensorParallelGPUs,
+    TimeBudget,
+    TPOTBound,
+    TrialBudget,
+    TTFTBound,
+)
 from tuner.cli.output import print_note, print_table, say
 from tuner.cli.tune_summary import print_capacity_summary
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
@@ -33,7 +62,6 @@ from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
     DEFAULT_NUM_GPUS,
     DEFAULT_TRIALS,
-    MAX_TRIALS,
     RunSpec,
     build_run_spec,
     load_run_spec,
@@ -135,70 +163,39 @@ def _print_outcome(outcome: TuneOutcome) -> None:
 @knob_options("choices")
 def tune_command(
     ctx: typer.Context,
-    model: Annotated[
-        str | None, typer.Option(help="Model name, YAML card or HF config.json")
-    ] = None,
-    gpu: Annotated[
-        str | None,
-        typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
-    ] = None,
-    sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
-    ttft_ms: Annotated[float | None, typer.Option(help="Custom TTFT bound, ms")] = None,
-    tpot_ms: Annotated[float | None, typer.Option(help="Custom TPOT bound, ms")] = None,
+    model: MaybeModelName = None,
+    gpu: GPUName = None,
+    sla: SLAName = "chat",
+    ttft_ms: TTFTBound = None,
+    tpot_ms: TPOTBound = None,
     percentile: Annotated[int | None, typer.Option(help="SLA percentile: 50/90/95/99")] = None,
-    space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
-    num_gpus: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="GPUs available for tensor parallelism [default: 8; torch/vllm: the local ones]",
-        ),
-    ] = None,
+    space: SpaceName = "default",
+    num_gpus: TensorParallelGPUs = None,
     workload: Annotated[Path | None, typer.Option(help="Workload YAML file")] = None,
-    isl: Annotated[int | None, typer.Option(help="Input tokens per request")] = None,
-    osl: Annotated[int | None, typer.Option(help="Output tokens per request")] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Closed-loop users: fixed-load mode at this load")
-    ] = None,
-    rate: Annotated[
-        float | None, typer.Option(help="Poisson rate, req/s: fixed-load mode at this load")
-    ] = None,
-    capacity_load: Annotated[
-        str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
-    ] = "rate",
-    num_requests: Annotated[int | None, typer.Option(help="Requests per evaluation")] = None,
-    probes: Annotated[
-        int | None, typer.Option(min=2, max=64, help="Capacity probes/variant")
-    ] = None,
-    probe_seconds: Annotated[
-        float | None, typer.Option(min=1, help="Capacity search seconds per variant")
-    ] = None,
-    lengths: Annotated[str | None, typer.Option(help="CSV/JSONL of length pairs")] = None,
-    prefix_cache_hit: Annotated[float | None, typer.Option(help="Cached prompt fraction")] = None,
-    acceptance: Annotated[
-        float | None, typer.Option(help="Per-token acceptance of draft-model proposals")
-    ] = None,
-    ngram_acceptance: Annotated[
-        float | None, typer.Option(help="Per-token acceptance of n-gram (prompt lookup) drafts")
-    ] = None,
-    backend: Annotated[str, typer.Option(help="sim predicts; torch/vllm measure")] = "sim",
-    model_path: Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")] = None,
-    compile_step: Annotated[
-        bool, typer.Option("--compile", help="torch backend: torch.compile the engine step")
-    ] = False,
+    isl: MaybeInputTokens = None,
+    osl: MaybeOutputTokens = None,
+    concurrency: FixedLoadUsers = None,
+    rate: FixedLoadRate = None,
+    capacity_load: CapacityLoad = "rate",
+    num_requests: NumRequests = None,
+    probes: CapacityProbes = None,
+    probe_seconds: CapacityProbeSeconds = None,
+    lengths: LengthsFile = None,
+    prefix_cache_hit: MaybePrefixCacheHit = None,
+    acceptance: AcceptanceRate = None,
+    ngram_acceptance: NgramAcceptanceRate = None,
+    backend: BackendName = "sim",
+    model_path: ModelPath = None,
+    compile_step: CompileStep = False,
     model_source: Annotated[str | None, typer.Option(help="Model id in the exports")] = None,
-    sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = (DEFAULT_SAMPLER),
-    trials: Annotated[
-        int | None, typer.Option(min=1, max=MAX_TRIALS, help="Finished trials to reach")
-    ] = None,
-    timeout: Annotated[
-        float | None, typer.Option(callback=finite_positive, help="Stop after this many seconds")
-    ] = None,
+    sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = DEFAULT_SAMPLER,
+    trials: TrialBudget = None,
+    timeout: TimeBudget = None,
     seed: Annotated[int, typer.Option(help="Sampler seed")] = 0,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (shared study)")] = None,
-    study: Annotated[str, typer.Option(help="Study name in the storage")] = "tuner",
-    out: Annotated[Path, typer.Option(help="Parent folder of run folders")] = Path("reports"),
-    run_dir: Annotated[Path | None, typer.Option(help="Exact run folder to write")] = None,
+    study: StudyName = "tuner",
+    out: OutDir = Path("reports"),
+    run_dir: RunDir = None,
     config: Annotated[Path | None, typer.Option(help="run.yaml of an earlier run to repeat")] = (
         None
     ),

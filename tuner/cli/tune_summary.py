@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.output import print_table, say
+from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation
@@ -21,7 +22,7 @@ def short_config(c: EngineConfig) -> str:
     """A variant in a few words: weights/KV, TP, seqs and batched-token limits, speculation."""
     spec = f" {c.draft_model}x{c.num_speculative_tokens}" if c.num_speculative_tokens else ""
     prefix = "" if c.enable_prefix_caching else " no-prefix"
-    return (f"{c.quantization.value}/{c.kv_dtype.value} tp{c.tensor_parallel_size} "
+    return (f"{footprint_text(c)} tp{c.tensor_parallel_size} "
             f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from optuna.trial import FrozenTrial
 from rich.markup import escape
 
 from tuner.cli.app import app, console, guarded
+from tuner.cli.options import ModelPath, StudyName
 from tuner.errors import InputError
 from tuner.run.worker import work
 from tuner.search.storage import GRACE_S
@@ -29,13 +30,11 @@ class _TrialLine:
 @guarded
 def worker(
     storage: Annotated[str, typer.Option(help="Optuna storage URL of the shared study")],
-    study: Annotated[str, typer.Option(help="Study name, as given to `tuner tune --study`")],
+    study: StudyName,
     backend: Annotated[
         str | None, typer.Option(help="Expected backend; refused if the study uses another")
     ] = None,
-    model_path: Annotated[
-        str | None, typer.Option(help="Weights folder on this host (torch/vllm)")
-    ] = None,
+    model_path: ModelPath = None,
     trials: Annotated[
         int | None, typer.Option(help="Stop after this many trials of this worker")
     ] = None,

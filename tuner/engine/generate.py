@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
+from pydantic import BaseModel
 from torch import Tensor
 
 from tuner.engine.kv_cache import BlockAllocator, PagedKVCache
@@ -17,7 +18,14 @@ from tuner.engine.model import Transformer, make_batch
 from tuner.engine.scheduler import Scheduler, Sequence
 from tuner.engine.speculative import greedy_accept, ngram_propose, rejection_accept
 
-__all__ = ["Engine", "EngineLimits", "make_cache", "prefill_logits", "run_to_completion"]
+__all__ = [
+    "Engine",
+    "EngineLimits",
+    "limits_for",
+    "make_cache",
+    "prefill_logits",
+    "run_to_completion",
+]
 
 
 @dataclass(frozen=True)
@@ -32,23 +40,21 @@ class EngineLimits:
     enable_chunked_prefill: bool = True
 
 
+def limits_for(config: BaseModel, num_blocks: int) -> EngineLimits:
+    """The limits of one EngineConfig variant: each EngineLimits field read by its knob's name."""
+    values = config.model_dump(mode="json")
+    knobs = {f.name for f in fields(EngineLimits)} - {"num_blocks"}
+    return EngineLimits(num_blocks=num_blocks, **{name: values[name] for name in knobs})
+
+
 def make_cache(
     model: Transformer, num_blocks: int, block_size: int, kv_dtype: str, use_triton: bool = False
 ) -> PagedKVCache:
     """A paged KV cache shaped for `model`, on its device and in its dtype."""
-    w = model.model.embed_tokens.weight
-    spec = model.spec
-    return PagedKVCache(
-        num_layers=spec.num_layers,
-        num_blocks=num_blocks,
-        block_size=block_size,
-        num_kv_heads=spec.num_kv_heads,
-        head_dim=spec.head_dim_,
-        kv_dtype=kv_dtype,
-        act_dtype=w.dtype,
-        device=w.device,
-        use_triton=use_triton,
-    )
+    spec, w = model.spec, model.model.embed_tokens.weight
+    return PagedKVCache(num_layers=spec.num_layers, num_blocks=num_blocks, block_size=block_size,
+                        num_kv_heads=spec.num_kv_heads, head_dim=spec.head_dim_, storage=kv_dtype,
+                        act_dtype=w.dtype, device=w.device, use_triton=use_triton)  # fmt: skip
 
 
 class Engine:

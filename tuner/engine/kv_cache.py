@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BlockAllocator", "KV_STORAGE_DTYPES", "PagedKVCache"]
 
-# EngineConfig.kv_dtype -> storage dtype (None: the activation dtype).
+# Storage name (the engine's KV precision knob) -> torch dtype (None: the activation dtype).
 KV_STORAGE_DTYPES: dict[str, torch.dtype | None] = {
     "auto": None,
     "fp8": torch.float8_e4m3fn,
@@ -63,13 +63,13 @@ class PagedKVCache:
         block_size: int,
         num_kv_heads: int,
         head_dim: int,
-        kv_dtype: str = "auto",
+        storage: str = "auto",
         act_dtype: torch.dtype = torch.bfloat16,
         device: torch.device | str = "cpu",
         use_triton: bool = False,
     ) -> None:
         self.block_size, self.act_dtype, self.use_triton = block_size, act_dtype, use_triton
-        self.storage = KV_STORAGE_DTYPES[kv_dtype] or act_dtype
+        self.storage = KV_STORAGE_DTYPES[storage] or act_dtype
         self.quantized = self.storage in _QMAX
         shape = (num_blocks, block_size, num_kv_heads, head_dim)
         self.k = [torch.zeros(shape, dtype=self.storage, device=device) for _ in range(num_layers)]

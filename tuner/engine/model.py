@@ -157,14 +157,19 @@ class Attention(nn.Module):
         return self.o_proj(out.reshape(t, self.n_heads * self.head_dim))
 
 
+def _linears(*shapes: tuple[int, int]) -> tuple[nn.Linear, ...]:
+    """Bias-free linear layers (in, out), created (and so registered) in the order given."""
+    return tuple(nn.Linear(i, o, bias=False) for i, o in shapes)
+
+
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) * up(x))."""
 
     def __init__(self, d: int, hidden: int) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(d, hidden, bias=False)
-        self.up_proj = nn.Linear(d, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, d, bias=False)
+        self.gate_proj, self.up_proj, self.down_proj = _linears(
+            (d, hidden), (d, hidden), (hidden, d)
+        )
         self.fused = False
 
     def fuse(self) -> None:
@@ -188,9 +193,8 @@ class Expert(nn.Module):
 
     def __init__(self, d: int, hidden: int) -> None:
         super().__init__()
-        self.w1 = nn.Linear(d, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, d, bias=False)
-        self.w3 = nn.Linear(d, hidden, bias=False)
+        # Mixtral's checkpoint names: w1 = gate, w3 = up, w2 = down.
+        self.w1, self.w2, self.w3 = _linears((d, hidden), (hidden, d), (d, hidden))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(F.silu(self.w1(x)) * self.w3(x))

@@ -35,9 +35,38 @@ class KVDtype(str, Enum):
 
 
 register(
-    Knob("quantization", Quantization, Quantization.bf16, "Weight quantization", "--quant", "quant")
+    Knob(
+        "quantization",
+        Quantization,
+        Quantization.bf16,
+        "Weight quantization",
+        "--quant",
+        "quant",
+        footprint=(
+            Quantization.int4_awq,
+            Quantization.int4_gptq,
+            Quantization.int8_wo,
+            Quantization.int8,
+            Quantization.fp8,
+            Quantization.bf16,
+            Quantization.fp16,
+        ),
+        noun="weights",
+    )
 )
-register(Knob("kv_dtype", KVDtype, KVDtype.auto, "KV-cache dtype", "--kv-dtype", "kv"))
+register(
+    Knob(
+        "kv_dtype",
+        KVDtype,
+        KVDtype.auto,
+        "KV-cache dtype",
+        "--kv-dtype",
+        "kv",
+        footprint=(KVDtype.fp8, KVDtype.int8, KVDtype.auto),
+        noun="KV",
+        words=((KVDtype.auto.value, "16-bit"),),
+    )
+)
 register(
     Knob(
         "tensor_parallel_size",

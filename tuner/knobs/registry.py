@@ -17,6 +17,10 @@ __all__ = [
     "PALETTE",
     "Knob",
     "color_for",
+    "footprint_knobs",
+    "footprint_of",
+    "footprint_text",
+    "footprint_words",
     "get",
     "register",
     "registered",
@@ -53,6 +57,11 @@ class Knob:
     # Sampled only when this knob has a truthy value; otherwise fixed at `default` (and only its
     # values above `default` are sampled, since the default is the "off" variant).
     needs: str | None = None
+    # Values smallest memory footprint first, for the knobs that decide whether a model fits a
+    # GPU at all (a plan tries each combination of these before it searches the rest).
+    footprint: tuple[Any, ...] = ()
+    noun: str = ""  # what a value names in a sentence ("int8 weights", "fp8 KV")
+    words: tuple[tuple[Any, str], ...] = ()  # values read differently in a sentence
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
@@ -93,6 +102,12 @@ class Knob:
         """A comma-separated command-line value as a list of this knob's values."""
         return [self.parse(part.strip()) for part in text.split(",") if part.strip()]
 
+    def phrase(self, value: Any) -> str:
+        """One value in words, e.g. "16-bit KV" (the value, renamed by `words`, then `noun`)."""
+        plain = self.plain(value)
+        said = dict(self.words).get(plain, plain)
+        return f"{said} {self.noun}".strip()
+
     def describe(self) -> str:
         """One-line help with the allowed values, unit and default, for --help and docs."""
         choices = self.choices
@@ -123,6 +138,26 @@ def registered() -> tuple[Knob, ...]:
 def searched() -> tuple[Knob, ...]:
     """The knobs a search varies, in sampling order."""
     return tuple(k for k in _REGISTRY.values() if k.searched)
+
+
+def footprint_knobs() -> tuple[Knob, ...]:
+    """The knobs that decide whether a model fits a GPU (weights and KV precision)."""
+    return tuple(k for k in _REGISTRY.values() if k.footprint)
+
+
+def footprint_of(config: Any) -> dict[str, Any]:
+    """The footprint knobs' values of a config, by knob name."""
+    return {k.name: getattr(config, k.name) for k in footprint_knobs()}
+
+
+def footprint_text(config: Any) -> str:
+    """The footprint knobs' values of a config as "bf16/auto"."""
+    return "/".join(str(k.plain(getattr(config, k.name))) for k in footprint_knobs())
+
+
+def footprint_words(config: Any, sep: str = ", ") -> str:
+    """The footprint knobs' values of a config in words: "int8 weights, 16-bit KV"."""
+    return sep.join(k.phrase(getattr(config, k.name)) for k in footprint_knobs())
 
 
 def get(name: str) -> Knob:

@@ -17,10 +17,11 @@ a sequence's context is `base + G` and the next completion is the head of a heap
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Unpack
 
 import numpy as np
 
-from tuner.bench.arrivals import ArrivalPlan, plan_arrivals
+from tuner.bench.arrivals import ArrivalPlan, TraceOptions, plan_arrivals
 from tuner.perf.costs import StepCostModel
 from tuner.perf.sim_engine import EngineSim
 from tuner.perf.speculative import Speculation
@@ -79,28 +80,11 @@ def requests_from_plan(plan: ArrivalPlan, ramp_s: float = 0.0) -> RequestSet:
 
 
 def make_requests(
-    num_requests: int,
-    input_tokens: int,
-    output_tokens: int,
-    *,
-    length_spread: float = 0.0,
-    rate_rps: float | None = None,
-    users: int = 1,
-    seed: int = 0,
-    warmup: int = 0,
-    ramp_s: float = 0.0,
-) -> RequestSet:
+    num_requests: int, input_tokens: int, output_tokens: int, *, ramp_s: float = 0.0,
+    **trace: Unpack[TraceOptions],
+) -> RequestSet:  # fmt: skip
     """Seeded requests from the shared arrival planner (`bench.arrivals`), warm-up included."""
-    plan = plan_arrivals(
-        num_requests,
-        input_tokens,
-        output_tokens,
-        length_spread=length_spread,
-        rate_rps=rate_rps,
-        users=users,
-        warmup=warmup,
-        seed=seed,
-    )
+    plan = plan_arrivals(num_requests, input_tokens, output_tokens, **trace)
     return requests_from_plan(plan, ramp_s)
 
 

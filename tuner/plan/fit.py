@@ -1,4 +1,4 @@
-"""Memory fit: which tensor-parallel sizes, weight and KV dtypes let a model fit a GPU, and why not.
+"""Memory fit: which TP sizes and weight/KV precisions let a model fit a GPU, and why not.
 
 A plan only searches variants that fit; for cards where 16-bit weights do not, it says which
 quantization / KV dtype makes them fit and how long a context one sequence can then hold.
@@ -7,9 +7,11 @@ quantization / KV dtype makes them fit and how long a context one sequence can t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from tuner.knobs.registry import footprint_knobs, footprint_words
 from tuner.perf.memory import MemoryPlan, plan_memory
-from tuner.specs import EngineConfig, GPUProfile, KVDtype, ModelSpec, Quantization, Workload
+from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization, Workload
 
 __all__ = [
     "FitCheck",
@@ -21,17 +23,6 @@ __all__ = [
 ]
 
 SIXTEEN_BIT = (Quantization.bf16, Quantization.fp16)
-# Weight bits, smallest first: the variant most likely to fit is tried for "why not" messages.
-_FOOTPRINT_ORDER = (
-    Quantization.int4_awq,
-    Quantization.int4_gptq,
-    Quantization.int8_wo,
-    Quantization.int8,
-    Quantization.fp8,
-    Quantization.bf16,
-    Quantization.fp16,
-)
-_KV_ORDER = (KVDtype.fp8, KVDtype.int8, KVDtype.auto)
 
 
 def tp_sizes(model: ModelSpec, max_gpus_per_replica: int) -> list[int]:
@@ -46,10 +37,9 @@ def tp_sizes(model: ModelSpec, max_gpus_per_replica: int) -> list[int]:
 
 @dataclass(frozen=True)
 class FitCheck:
-    """Memory plan of one (quantization, KV dtype) at one TP size, smallest batch limits."""
+    """Memory plan of one footprint (weight and KV precision, by knob name) at one TP size."""
 
-    quantization: Quantization
-    kv_dtype: KVDtype
+    footprint: dict[str, Any]
     tp: int
     plan: MemoryPlan
 
@@ -63,37 +53,35 @@ def check_fit(
     model: ModelSpec,
     gpu: GPUProfile,
     workload: Workload,
-    quant: Quantization,
-    kv_dtype: KVDtype,
+    footprint: dict[str, Any],
     tp: int,
     *,
     min_batched_tokens: int,
 ) -> FitCheck:
     """Plan memory with the smallest token budget the search may use (the most room for KV)."""
     config = EngineConfig(
-        quantization=quant,
-        kv_dtype=kv_dtype,
+        **footprint,
         tensor_parallel_size=tp,
         max_num_batched_tokens=min_batched_tokens,
         max_num_seqs=1,
     )
-    return FitCheck(quant, kv_dtype, tp, plan_memory(model, gpu, config, workload))
+    return FitCheck(dict(footprint), tp, plan_memory(model, gpu, config, workload))
 
 
 def smallest_footprint(
     model: ModelSpec,
     gpu: GPUProfile,
     workload: Workload,
-    quants: list[Quantization],
-    kv_dtypes: list[KVDtype],
+    allowed: dict[str, list[Any]],
     tp: int,
     *,
     min_batched_tokens: int,
 ) -> FitCheck:
     """The allowed variant with the fewest weight bits and smallest KV: the best chance to fit."""
-    q = next(x for x in _FOOTPRINT_ORDER if x in quants)
-    kv = next(x for x in _KV_ORDER if x in kv_dtypes)
-    return check_fit(model, gpu, workload, q, kv, tp, min_batched_tokens=min_batched_tokens)
+    smallest = {
+        k.name: next(v for v in k.footprint if v in allowed[k.name]) for k in footprint_knobs()
+    }
+    return check_fit(model, gpu, workload, smallest, tp, min_batched_tokens=min_batched_tokens)
 
 
 def max_context_tokens(model: ModelSpec, plan: MemoryPlan) -> int:
@@ -113,9 +101,8 @@ def fit_note(
     tp = config.tensor_parallel_size
     where = f"{tp}x {gpu.name}"
     context = max_context_tokens(model, chosen)
-    kv = "16-bit KV" if config.kv_dtype == KVDtype.auto else f"{config.kv_dtype.value} KV"
     fits = (
-        f"fits {where} with {config.quantization.value} weights and {kv} at up to "
+        f"fits {where} with {footprint_words(config, ' and ')} at up to "
         f"{context}-token context, {capacity_rps:.2f} req/s"
     )
     if sixteen_bit is None or sixteen_bit.fits:

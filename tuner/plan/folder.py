@@ -10,19 +10,23 @@ from typing import Any
 
 import yaml
 
+from tuner.knobs.registry import footprint_knobs, footprint_words, get
 from tuner.plan.chart import chart_data, render_html
 from tuner.plan.models import KindPlan, Option, PlanResult
+from tuner.plan.search import REFINED_KNOBS
 from tuner.run.folder import write_exports
 from tuner.run.spec import RunSpec
 
 __all__ = ["CSV_FIELDS", "plan_dir_name", "plan_rows", "summary_lines", "write_plan"]
 
+# The variant's knobs a plan decides: its footprint, then the batch limits it refines.
+_KNOB_COLUMNS = tuple(k.name for k in footprint_knobs()) + REFINED_KNOBS
 CSV_FIELDS = (
     "rank", "gpu", "status", "best", "tp", "replicas", "gpus", "target_rps",
     "capacity_rps_per_replica", "utilisation", "usd_per_gpu_hour", "usd_per_hour",
     "usd_per_m_output_tokens", "usd_per_m_total_tokens", "ttft_ms", "tpot_ms",
-    "energy_j_per_output_token_estimate", "quantization", "kv_dtype", "max_num_seqs",
-    "max_num_batched_tokens", "max_context_tokens", "price_source", "price_checked", "note",
+    "energy_j_per_output_token_estimate", *_KNOB_COLUMNS, "max_context_tokens", "price_source",
+    "price_checked", "note",
 )  # fmt: skip
 
 
@@ -36,8 +40,7 @@ def _option_row(rank: int, kind: KindPlan, o: Option) -> dict[str, Any]:
         "usd_per_m_output_tokens": o.usd_per_m_output_tokens,
         "usd_per_m_total_tokens": o.usd_per_m_total_tokens, "ttft_ms": o.ttft_ms,
         "tpot_ms": o.tpot_ms, "energy_j_per_output_token_estimate": o.energy_j_per_output_token,
-        "quantization": c.quantization.value, "kv_dtype": c.kv_dtype.value,
-        "max_num_seqs": c.max_num_seqs, "max_num_batched_tokens": c.max_num_batched_tokens,
+        **{name: get(name).plain(getattr(c, name)) for name in _KNOB_COLUMNS},
         "max_context_tokens": o.max_context_tokens,
         "price_source": kind.price.source if kind.price else "",
         "price_checked": kind.price.checked.isoformat() if kind.price else "", "note": o.fit,
@@ -64,7 +67,7 @@ def summary_lines(result: PlanResult) -> list[str]:
         o = best.best
         lines.append(
             f"cheapest meeting the SLA: {o.gpus}x {o.gpu} (tp={o.tp}, {o.replicas} replica(s), "
-            f"{o.config.quantization.value} weights, {o.config.kv_dtype.value} KV) at "
+            f"{footprint_words(o.config)}) at "
             f"${o.usd_per_hour:.2f}/hour, ${o.usd_per_m_output_tokens:.3f} per 1M output tokens"
         )
     elif result.ok:

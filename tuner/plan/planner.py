@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
+from typing import Any
 
+from tuner.knobs.registry import footprint_knobs, footprint_of
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
@@ -96,20 +99,25 @@ def _distinct_quants(req: PlanRequest, gpu: GPUProfile) -> list[Quantization]:
 
 
 def _fits_at(req: PlanRequest, gpu: GPUProfile, tp: int) -> list[FitCheck]:
+    """Every footprint (weight x KV precision) of the space, quantizations deduplicated."""
     min_tokens = min(knob_grid(req.space.max_num_batched_tokens))
+    allowed = _footprint_values(req)
+    allowed["quantization"] = _distinct_quants(req, gpu)
     return [
-        check_fit(req.model, gpu, req.workload, q, kv, tp, min_batched_tokens=min_tokens)
-        for q in _distinct_quants(req, gpu)
-        for kv in req.space.kv_dtype
-    ]
+        check_fit(req.model, gpu, req.workload, dict(zip(allowed, combo, strict=True)), tp,
+                  min_batched_tokens=min_tokens)
+        for combo in itertools.product(*allowed.values())
+    ]  # fmt: skip
+
+
+def _footprint_values(req: PlanRequest) -> dict[str, list[Any]]:
+    return {k.name: list(getattr(req.space, k.name)) for k in footprint_knobs()}
 
 
 def _no_fit_reason(req: PlanRequest, gpu: GPUProfile, tps: list[int]) -> str:
     min_tokens = min(knob_grid(req.space.max_num_batched_tokens))
-    smallest = smallest_footprint(
-        req.model, gpu, req.workload, req.space.quantization, req.space.kv_dtype, max(tps),
-        min_batched_tokens=min_tokens,
-    )  # fmt: skip
+    smallest = smallest_footprint(req.model, gpu, req.workload, _footprint_values(req), max(tps),
+                                  min_batched_tokens=min_tokens)  # fmt: skip
     return (
         f"does not fit at any quantization of the search space up to tp={max(tps)} "
         f"(--max-gpus-per-replica {req.max_gpus_per_replica}): {smallest.plan.reason}"
@@ -127,19 +135,16 @@ def plan_kind(req: PlanRequest, gpu: GPUProfile, price: GPUPrice | None) -> Kind
     fitted_any, prev_per_gpu = False, 0.0
     for tp in tps:
         checks = _fits_at(req, gpu, tp)
-        fitting = {(c.quantization, c.kv_dtype): c for c in checks if c.fits}
+        fitting = [c.footprint for c in checks if c.fits]
         if not fitting:
             continue
         fitted_any = True
-        choice = best_capacity_config(
-            req.model, gpu, tp, req.sla, req.workload, req.space, list(fitting)
-        )
+        choice = best_capacity_config(req.model, gpu, tp, req.sla, req.workload, req.space, fitting)
         if choice is None:
             continue
         per_gpu = choice.capacity_rps / tp
-        sixteen = next((c for c in checks if c.quantization in SIXTEEN_BIT), None)
-        full = check_fit(req.model, gpu, req.workload, choice.config.quantization,
-                         choice.config.kv_dtype, tp,
+        sixteen = next((c for c in checks if c.footprint["quantization"] in SIXTEEN_BIT), None)
+        full = check_fit(req.model, gpu, req.workload, footprint_of(choice.config), tp,
                          min_batched_tokens=choice.config.max_num_batched_tokens)  # fmt: skip
         note = fit_note(req.model, gpu, choice.config, sixteen, full.plan, choice.capacity_rps)
         options.append(size_option(req, gpu, choice, price, note,

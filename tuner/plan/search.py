@@ -5,7 +5,7 @@ This is the one place a plan asks "what is the best this hardware can do": every
 search below without touching the rest.
 
 Bounded search (a few dozen simulator runs, each a capacity bisection of ~15 predictions):
-1. every (quantization, KV dtype) of the search space that fits, at the starting batch limits;
+1. every footprint (quantization x KV dtype) of the space that fits, at the starting batch limits;
 2. for the best two, `max_num_seqs` over powers of two in the space's range, then
    `max_num_batched_tokens` likewise, keeping whichever raises capacity.
 Speculative decoding is left out: at the loads a plan sizes for, batches are large and drafting
@@ -15,6 +15,7 @@ costs more compute than it saves (and the acceptance rate is workload-specific).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.perf.capacity import max_rate_meeting_sla
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
@@ -24,20 +25,20 @@ from tuner.specs import (
     EngineConfig,
     GPUProfile,
     IntRange,
-    KVDtype,
     ModelSpec,
-    Quantization,
     SearchSpace,
     Workload,
 )
 
-__all__ = ["CapacityChoice", "best_capacity_config", "knob_grid"]
+__all__ = ["REFINED_KNOBS", "CapacityChoice", "best_capacity_config", "knob_grid"]
 
 # vLLM's defaults, the starting point of the coordinate search (clamped into the space).
 _START_SEQS = 256
 _START_TOKENS = 8192
-# (quantization, KV dtype) pairs refined in stage 2.
+# Footprints (weight x KV precision) refined in stage 2.
 _REFINE_TOP = 2
+# The batch limits stage 2 refines, in order (a plan's CSV shows them beside the footprint).
+REFINED_KNOBS = ("max_num_seqs", "max_num_batched_tokens")
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,12 @@ def best_capacity_config(
     sla: SLA,
     workload: Workload,
     space: SearchSpace,
-    pairs: list[tuple[Quantization, KVDtype]],
+    footprints: list[dict[str, Any]],
     *,
     eff: Efficiency = DEFAULT_EFFICIENCY,
 ) -> CapacityChoice | None:
-    """Search `pairs` (dtypes that fit) and `space`'s batch limits; None if none meets the SLA."""
+    """Search `footprints` (weight/KV precisions that fit) and `space`'s batch limits; None if
+    no variant meets the SLA."""
     ctx = Context(model=model, gpu=gpu, sla=sla, workload=workload, num_gpus=tp)
     seqs_grid = knob_grid(space.max_num_seqs)
     tokens_grid = knob_grid(space.max_num_batched_tokens)
@@ -94,11 +96,11 @@ def best_capacity_config(
         "max_num_batched_tokens": _nearest(tokens_grid, _START_TOKENS),
         "enable_prefix_caching": space.enable_prefix_caching[0],
     }
-    firsts = [EngineConfig(quantization=q, kv_dtype=kv, **start) for q, kv in pairs]
+    firsts = [EngineConfig(**footprint, **start) for footprint in footprints]
     ranked = sorted(firsts, key=capacity, reverse=True)[:_REFINE_TOP]
     best = ranked[0] if ranked else None
     for config in ranked:
-        for field, grid in (("max_num_seqs", seqs_grid), ("max_num_batched_tokens", tokens_grid)):
+        for field, grid in zip(REFINED_KNOBS, (seqs_grid, tokens_grid), strict=True):
             options = [config.model_copy(update={field: v}) for v in grid]
             config = max(options, key=lambda c: (capacity(c), -c.max_num_seqs))
         if best is None or capacity(config) > capacity(best):

@@ -1,0 +1,50 @@
+"""The entry points every backend shares: refuse an invalid variant first, then run its steps."""
+
+from __future__ import annotations
+
+from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
+from tuner.specs import Context, EngineConfig, Metrics
+from tuner.validity import invalid_reason
+
+__all__ = ["CheckedBackend", "no_capacity"]
+
+
+def no_capacity(config: EngineConfig, mode: LoadMode) -> Capacity:
+    """The capacity of a variant that could not run (no load probed)."""
+    return Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
+
+
+class CheckedBackend:
+    """`evaluate` and `capacity_search` with the validity rules applied before any work.
+
+    A subclass gives `_evaluate` and `_capacity`, which never raise (infeasible Metrics
+    instead); an invalid variant comes back with the same rule and words as predict/tune.
+    """
+
+    name: str
+
+    def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
+        """Predict or measure `config` under `ctx.workload`; never raises."""
+        if reason := invalid_reason(config, ctx):
+            return Metrics.infeasible(reason, self.name)
+        return self._evaluate(config, ctx)
+
+    def capacity_search(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        *,
+        mode: LoadMode = "rate",
+        budget: ProbeBudget | None = None,
+    ) -> tuple[Capacity, Metrics]:
+        """Capacity of `config` and its Metrics at the capacity load; never raises."""
+        if reason := invalid_reason(config, ctx):
+            return no_capacity(config, mode), Metrics.infeasible(reason, self.name)
+        return self._capacity(config, ctx, mode, budget)
+
+    def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
+        raise NotImplementedError
+
+    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
+                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+        raise NotImplementedError

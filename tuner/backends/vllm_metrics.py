@@ -1,0 +1,103 @@
+"""vLLM's /metrics over a measurement: a poller for gauge peaks, counter deltas, histogram means."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+from tuner.backends import prometheus_text as prom
+
+__all__ = ["MetricsPoller", "delta", "mean_ms", "server_counters"]
+
+_SCRAPE_TIMEOUT_S = 5.0
+_MS_PER_S = 1000.0
+
+
+class MetricsPoller:
+    """Scrapes /metrics: a snapshot before and after, peaks of gauges in between."""
+
+    def __init__(self, url: str, period_s: float):
+        self.url = url
+        self.period_s = period_s
+        self.before: list[prom.Sample] = []
+        self.peak_kv_usage = 0.0
+        self.peak_running = 0.0
+        self.peak_waiting = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def scrape(self) -> list[prom.Sample]:
+        """One scrape (empty on any error) that also updates the peaks."""
+        try:
+            text = httpx.get(self.url, timeout=_SCRAPE_TIMEOUT_S).text
+        except httpx.HTTPError:
+            return []
+        samples = prom.parse(text)
+        self.peak_kv_usage = max(
+            self.peak_kv_usage, prom.total(samples, "vllm:kv_cache_usage_perc") or 0
+        )
+        self.peak_running = max(
+            self.peak_running, prom.total(samples, "vllm:num_requests_running") or 0
+        )
+        self.peak_waiting = max(
+            self.peak_waiting, prom.total(samples, "vllm:num_requests_waiting") or 0
+        )
+        return samples
+
+    def start(self) -> None:
+        """Take the 'before' snapshot and start polling."""
+        self.before = self.scrape()
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.scrape()
+
+    def finish(self) -> list[prom.Sample]:
+        """Stop polling and take the 'after' snapshot."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.scrape()
+
+
+def delta(before: list[prom.Sample], after: list[prom.Sample], name: str) -> float | None:
+    """How much a counter rose between two scrapes (None when the server does not export it)."""
+    end = prom.total(after, name)
+    return None if end is None else end - (prom.total(before, name) or 0.0)
+
+
+def mean_ms(before: list[prom.Sample], after: list[prom.Sample], histogram: str) -> float | None:
+    """Exact mean of a seconds histogram over the interval (its _sum / _count deltas), in ms."""
+    total_s = delta(before, after, f"{histogram}_sum")
+    count = delta(before, after, f"{histogram}_count")
+    return None if not count or total_s is None else total_s / count * _MS_PER_S
+
+
+def server_counters(
+    before: list[prom.Sample], after: list[prom.Sample]
+) -> dict[str, float | int | str | bool | None]:
+    """vLLM's own counters over the measured requests: spec decode, prefix cache, preemptions."""
+    out: dict[str, float | int | str | bool | None] = {}
+    drafts = delta(before, after, "vllm:spec_decode_num_drafts")
+    draft_tokens = delta(before, after, "vllm:spec_decode_num_draft_tokens")
+    accepted = delta(before, after, "vllm:spec_decode_num_accepted_tokens")
+    if draft_tokens:
+        out["spec_draft_tokens"] = int(draft_tokens)
+        out["spec_accepted_tokens"] = int(accepted or 0)
+        out["spec_acceptance_rate"] = (accepted or 0) / draft_tokens
+    if drafts:
+        # vLLM's "mean acceptance length": the verified token plus the accepted drafts per step.
+        out["spec_mean_acceptance_length"] = 1 + (accepted or 0) / drafts
+    queries = delta(before, after, "vllm:prefix_cache_queries")
+    hits = delta(before, after, "vllm:prefix_cache_hits")
+    if queries:
+        out["prefix_cache_hit_rate"] = (hits or 0) / queries
+    # Counted over the whole load: the in-load warm-up requests run inside the same window.
+    for key, name in (("server_prompt_tokens", "vllm:prompt_tokens"),
+                      ("server_generation_tokens", "vllm:generation_tokens")):  # fmt: skip
+        value = delta(before, after, name)
+        if value is not None:
+            out[key] = int(value)
+    return out

@@ -1,0 +1,120 @@
+"""Command-line options that several commands share, each declared once with its help line.
+
+A command names the alias (`isl: InputTokens = 1024`); the default stays with the command.
+An option that is required in one command and optional in another shares its `typer.Option`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tuner.cli.app import finite_positive
+from tuner.run.spec import MAX_TRIALS
+
+__all__ = [
+    "AcceptanceRate",
+    "BackendName",
+    "CapacityLoad",
+    "CapacityProbeSeconds",
+    "CapacityProbes",
+    "CompileStep",
+    "Concurrency",
+    "FixedLoadRate",
+    "FixedLoadUsers",
+    "GPUName",
+    "InputTokens",
+    "JsonObject",
+    "LengthsFile",
+    "MaybeInputTokens",
+    "MaybeModelName",
+    "MaybeOutputTokens",
+    "MaybePrefixCacheHit",
+    "ModelName",
+    "ModelPath",
+    "NgramAcceptanceRate",
+    "NumRequests",
+    "OutDir",
+    "OutputTokens",
+    "PrefixCacheHit",
+    "Rate",
+    "RunDir",
+    "SLAName",
+    "SpaceName",
+    "StudyName",
+    "TPOTBound",
+    "TTFTBound",
+    "TensorParallelGPUs",
+    "TimeBudget",
+    "TrialBudget",
+]
+
+_MODEL = typer.Option("--model", help="Model name, YAML card or HF config.json")
+_ISL = typer.Option("--isl", help="Input tokens per request")
+_OSL = typer.Option("--osl", help="Output tokens per request")
+_PREFIX = typer.Option("--prefix-cache-hit", help="Cached fraction of each prompt")
+
+ModelName = Annotated[str, _MODEL]
+MaybeModelName = Annotated[str | None, _MODEL]
+GPUName = Annotated[
+    str | None,
+    typer.Option(help="GPU profile name, NVML alias or YAML (torch/vllm: the local GPU)"),
+]
+SLAName = Annotated[str, typer.Option(help="SLA preset name or YAML")]
+TTFTBound = Annotated[float | None, typer.Option(help="TTFT bound, ms (overrides the SLA's)")]
+TPOTBound = Annotated[float | None, typer.Option(help="TPOT bound, ms (overrides the SLA's)")]
+SpaceName = Annotated[str, typer.Option(help="Search space name or YAML")]
+InputTokens = Annotated[int, _ISL]
+MaybeInputTokens = Annotated[int | None, _ISL]
+OutputTokens = Annotated[int, _OSL]
+MaybeOutputTokens = Annotated[int | None, _OSL]
+Concurrency = Annotated[int | None, typer.Option(help="Closed-loop users")]
+Rate = Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")]
+NumRequests = Annotated[
+    int | None, typer.Option(help="Measured requests (default: sized from the load)")
+]
+LengthsFile = Annotated[
+    str | None, typer.Option("--lengths", help="CSV/JSONL of (input, output) token lengths")
+]
+PrefixCacheHit = Annotated[float, _PREFIX]
+MaybePrefixCacheHit = Annotated[float | None, _PREFIX]
+AcceptanceRate = Annotated[
+    float | None, typer.Option("--acceptance", help="Per-token acceptance of draft proposals")
+]
+BackendName = Annotated[str, typer.Option(help="sim predicts; torch and vllm measure")]
+ModelPath = Annotated[str | None, typer.Option(help="Weights folder for torch/vllm")]
+CompileStep = Annotated[
+    bool, typer.Option("--compile", help="torch backend: torch.compile the engine step")
+]
+JsonObject = Annotated[bool, typer.Option("--json", help="Print one JSON object")]
+OutDir = Annotated[Path, typer.Option(help="Parent folder of run folders")]
+RunDir = Annotated[Path | None, typer.Option(help="Exact run folder to write")]
+StudyName = Annotated[str, typer.Option(help="Study name in the Optuna storage")]
+
+# tune only: options that pick its mode or bound its budget.
+FixedLoadUsers = Annotated[int | None, typer.Option(help="Closed-loop users: fixed-load mode")]
+FixedLoadRate = Annotated[float | None, typer.Option(help="Poisson rate, req/s: fixed-load mode")]
+TensorParallelGPUs = Annotated[
+    int | None,
+    typer.Option(
+        min=1, help="GPUs available for tensor parallelism [default: 8; torch/vllm: the local ones]"
+    ),
+]
+CapacityProbes = Annotated[int | None, typer.Option(min=2, max=64, help="Capacity probes/variant")]
+CapacityProbeSeconds = Annotated[
+    float | None, typer.Option(min=1, help="Capacity search seconds per variant")
+]
+CapacityLoad = Annotated[
+    str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
+]
+NgramAcceptanceRate = Annotated[
+    float | None, typer.Option(help="Per-token acceptance of n-gram (prompt lookup) drafts")
+]
+TrialBudget = Annotated[
+    int | None, typer.Option(min=1, max=MAX_TRIALS, help="Finished trials to reach")
+]
+TimeBudget = Annotated[
+    float | None, typer.Option(callback=finite_positive, help="Stop after this many seconds")
+]
