@@ -1,12 +1,30 @@
 """Score the sim backend on benchmarks/data/silicon_public.csv (closed-loop mean TTFT and TPOT).
 
 Each row is one engine instance serving `batch_size` concurrent closed-loop users with fixed
-input/output lengths; the measured values are mean TTFT and mean TPOT at steady state. We run
-the same load through `predict_metrics` with the engine defaults every row shares (8192-token
-step budget with chunked prefill, `max_num_seqs` large enough not to bind), so no row, source or
-engine gets a special case. Imported by `accuracy.py`; runnable alone:
+input/output lengths; the measured values are mean TTFT and mean TPOT. The simulator replays the
+same measurement protocol, not the tuner's steady-state load: AIConfigurator benchmarks an agg
+deployment with AIPerf (github.com/ai-dynamo/aiconfigurator,
+src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2 and
+generator/sflow.py): `aiperf profile --concurrency C --num-requests C x 20
+--warmup-request-count 2C --isl I --isl-stddev 0 --osl O --osl-stddev 0` with `ignore_eos`.
+AIPerf runs the warm-up phase and waits for all its credits to return before the profiling
+phase starts (github.com/ai-dynamo/aiperf, aiperf/timing/credit_issuing_strategy.py,
+`_execute_phases`), and its concurrency mode issues credits with no delay up to C in flight
+(`CONCURRENCY_BURST`, aiperf/timing/request_rate_strategy.py). So the measured phase starts
+from an idle engine with all C users sending at once, lengths are exact, and the mean covers
+the C x 20 measured requests: `ramp_s=0`, `length_spread=0`, no warm-up in the replay (the
+drained warm-up leaves no queue behind), `num_requests = 20 C`.
 
-    python benchmarks/silicon.py [--csv PATH] [--json]
+Engine defaults every row shares: an 8192-token step budget with chunked prefill and
+`max_num_seqs` large enough not to bind. One scheduling property differs by engine and is
+documented by the engine itself: SGLang runs a pending prefill batch before any decode step
+and does not mix decodes into it (`enable_mixed_chunk` defaults to False in
+python/sglang/srt/server_args.py; `Scheduler.get_next_batch_to_run` in
+python/sglang/srt/managers/scheduler.py returns a new prefill batch whenever one is ready),
+while vLLM and TensorRT-LLM put decodes in the same step as prefill chunks. No row or source
+gets a special case. Imported by `accuracy.py`; runnable alone:
+
+    python benchmarks/silicon.py [--csv PATH] [--requests-per-user N] [--json]
 """
 
 from __future__ import annotations
@@ -42,6 +60,10 @@ KV_PRECISIONS = {"": KVDtype.auto, "fp8": KVDtype.fp8, "fp4": KVDtype.fp8}
 # for online serving, and a sequence limit above every row's concurrency.
 MAX_BATCHED_TOKENS = 8192
 MIN_MAX_NUM_SEQS = 1024
+# AIConfigurator's benchmark sends `--num-requests concurrency x 20` (BENCH_MULTI_ROUND).
+MEASURED_ROUNDS = 20
+# Engines whose scheduler runs waiting prefills first, in steps without decodes (see above).
+PREFILL_FIRST_ENGINES = frozenset({"sglang"})
 NO_SLA = SLA(name="none")
 
 
@@ -85,8 +107,14 @@ def row_case(row: dict[str, str]) -> tuple[str, str, EngineConfig, Workload]:
         max_num_seqs=max(MIN_MAX_NUM_SEQS, users),
         enable_prefix_caching=False,
     )
+    # AIPerf's protocol: burst start from an idle engine, exact lengths, drained warm-up.
     workload = Workload(
-        input_tokens=int(row["isl"]), output_tokens=int(row["osl"]), concurrency=users
+        input_tokens=int(row["isl"]),
+        output_tokens=int(row["osl"]),
+        concurrency=users,
+        num_requests=MEASURED_ROUNDS * users,
+        warmup_requests=0,
+        ramp_s=0.0,
     )
     return model, gpu, config, workload
 
@@ -113,7 +141,8 @@ def predict_silicon_row(
         workload=workload,
         num_gpus=config.tensor_parallel_size,
     )
-    metrics = predict_metrics(config, ctx, eff)
+    mixed = row["backend"] not in PREFILL_FIRST_ENGINES
+    metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=mixed)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
         return res

@@ -48,6 +48,7 @@ class EngineSim:
         self.capacity = limits.kv_capacity_blocks
         self.budget_cap = limits.max_num_batched_tokens
         self.chunked = limits.enable_chunked_prefill
+        self.mixed = limits.mix_prefill_decode
         self.ingress = limits.request_overhead_s
         self.queries = spec.queries_per_seq if spec else 1
         self.tps = spec.tokens_per_step if spec else 1.0
@@ -230,7 +231,7 @@ class EngineSim:
     def step_budget(self) -> int:
         """Prefill tokens this step may schedule."""
         if self.chunked:
-            return self.budget_cap - len(self.decoding) * self.queries
+            return self.budget_cap - len(self.decoding) * self.queries * self.mixed
         # Without chunked prefill a whole prompt is scheduled alone (decodes stall that step).
         if not self.waiting:
             return 0
