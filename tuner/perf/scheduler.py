@@ -186,7 +186,7 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
     sim.make_room()  # 1. decodes get this step's KV slots
     num_decode = len(sim.decoding)
     chunks = sim.schedule_prefills(sim.step_budget())  # 2.-3. prefills continue, admissions
-    if chunks and not (sim.chunked and sim.mixed):
+    if chunks and not sim.mixed:
         num_decode = 0
     if num_decode == 0 and not chunks:
         # Nothing fits (cannot happen for a feasible plan); wait for the next arrival.
