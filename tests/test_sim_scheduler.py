@@ -162,6 +162,26 @@ def test_prefill_first_engine_stalls_decodes_behind_a_burst_of_prefills() -> Non
     assert first.prefill_tokens_computed == mixed.prefill_tokens_computed
 
 
+def test_unchunked_prompts_in_a_mixing_engine_share_steps_with_decodes() -> None:
+    # 4 users at once, 2000-token prompts, a 2048-token budget without chunking: one whole
+    # prompt per step. vLLM V1 schedules the running decodes first and the next prompt in the
+    # rest of the budget; an engine that does not mix stalls the decodes instead.
+    reqs = make_requests(4, 2000, 64, users=4)
+    lim = {"max_num_batched_tokens": 2048, "enable_chunked_prefill": False}
+    mixed = simulate(reqs, _limits(**lim), COST)
+    stalled = simulate(reqs, _limits(**lim, mix_prefill_decode=False), COST)
+    assert np.all(np.diff(mixed.first_token_s) > 0)  # one prompt per step
+    # Mixed: request 0 decodes during the other prefills and finishes first; stalled: nobody
+    # decodes until every prompt is in, so all four finish in the same step.
+    assert np.ptp(stalled.finish_s) < 1e-9 < np.ptp(mixed.finish_s)
+    assert mixed.finish_s[0] < stalled.finish_s[0]
+    # A prompt that does not fit beside the decodes waits for them (budget 2040 + 9 > 2048).
+    tight = make_requests(10, 2040, 8, users=10)
+    res = simulate(tight, _limits(**lim), COST)
+    assert np.all(np.isfinite(res.finish_s))
+    assert res.prefill_tokens_computed == 10 * 2040
+
+
 def test_same_seed_same_result_and_different_seed_differs() -> None:
     def run(seed: int) -> np.ndarray:
         reqs = make_requests(80, 512, 128, length_spread=0.5, rate_rps=10.0, seed=seed)
