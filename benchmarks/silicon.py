@@ -1,12 +1,32 @@
 """Score the sim backend on benchmarks/data/silicon_public.csv (closed-loop mean TTFT and TPOT).
 
 Each row is one engine instance serving `batch_size` concurrent closed-loop users with fixed
-input/output lengths; the measured values are mean TTFT and mean TPOT at steady state. We run
-the same load through `predict_metrics` with the engine defaults every row shares (8192-token
-step budget with chunked prefill, `max_num_seqs` large enough not to bind), so no row, source or
-engine gets a special case. Imported by `accuracy.py`; runnable alone:
+input/output lengths; the measured values are mean TTFT and mean TPOT. The simulator replays the
+same measurement protocol, not the tuner's steady-state load: AIConfigurator benchmarks an agg
+deployment with AIPerf (github.com/ai-dynamo/aiconfigurator,
+src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2 and
+generator/sflow.py): `aiperf profile --concurrency C --num-requests C x 20
+--warmup-request-count 2C --isl I --isl-stddev 0 --osl O --osl-stddev 0` with `ignore_eos`.
+AIPerf runs the warm-up phase and waits for all its credits to return before the profiling
+phase starts (github.com/ai-dynamo/aiperf, aiperf/timing/credit_issuing_strategy.py,
+`_execute_phases`), and its concurrency mode issues credits with no delay up to C in flight
+(`CONCURRENCY_BURST`, aiperf/timing/request_rate_strategy.py). So the measured phase starts
+from an idle engine with all C users sending at once, lengths are exact, and the mean covers
+the C x 20 measured requests: `ramp_s=0`, `length_spread=0`, no warm-up in the replay (the
+drained warm-up leaves no queue behind), `num_requests = 20 C`.
 
-    python benchmarks/silicon.py [--csv PATH] [--json]
+Engine defaults every row shares: an 8192-token step budget with chunked prefill and
+`max_num_seqs` large enough not to bind. One scheduling property differs by engine and is
+documented by the engine itself: SGLang runs a pending prefill batch before any decode step
+and does not mix decodes into it (`enable_mixed_chunk` defaults to False in
+python/sglang/srt/server_args.py; `Scheduler.get_next_batch_to_run` in
+python/sglang/srt/managers/scheduler.py returns a new prefill batch whenever one is ready),
+while vLLM and TensorRT-LLM put decodes in the same step as prefill chunks. No row or source
+gets a special case. `--engine-setup generator` instead replays the engine limits
+AIConfigurator's generator writes for an agg deployment (`generator_setup`), to test whether the
+rows were measured with those. Imported by `accuracy.py`; runnable alone:
+
+    python benchmarks/silicon.py [--csv PATH] [--requests-per-user N] [--engine-setup S] [--json]
 """
 
 from __future__ import annotations
@@ -42,7 +62,47 @@ KV_PRECISIONS = {"": KVDtype.auto, "fp8": KVDtype.fp8, "fp4": KVDtype.fp8}
 # for online serving, and a sequence limit above every row's concurrency.
 MAX_BATCHED_TOKENS = 8192
 MIN_MAX_NUM_SEQS = 1024
+# AIConfigurator's benchmark sends `--num-requests concurrency x 20` (BENCH_MULTI_ROUND).
+MEASURED_ROUNDS = 20
+# Engines whose scheduler runs waiting prefills first, in steps without decodes (see above).
+PREFILL_FIRST_ENGINES = frozenset({"sglang"})
 NO_SLA = SLA(name="none")
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """The scheduler limits one row's engine runs with."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    chunked_prefill: bool
+    mix_prefill_decode: bool
+
+
+def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
+    """The shared defaults above; only SGLang's prefill-first scheduling differs."""
+    mixed = backend not in PREFILL_FIRST_ENGINES
+    return EngineSetup(MAX_BATCHED_TOKENS, max(MIN_MAX_NUM_SEQS, users), True, mixed)
+
+
+def generator_setup(backend: str, isl: int, users: int) -> EngineSetup:
+    """AIConfigurator's generated agg config (github.com/ai-dynamo/aiconfigurator, 2026-04).
+
+    src/aiconfigurator/generator/rule_plugin/{vllm,sglang,trtllm}.rule: vLLM and SGLang
+    `max_batch_size = 512` below 512 (else twice the given), vLLM `max_num_tokens =
+    max_batch_size + isl + 1500`, SGLang `max_prefill_tokens = isl + 1500` with
+    `enable_mixed_chunk = true`, TensorRT-LLM `max_num_tokens = max_batch_size + isl + 500`
+    rounded up to a 32-token block with `enable_chunked_prefill` false (its templates' default).
+    """
+    big = 512 if users < 512 else 2 * users
+    if backend == "trtllm":
+        return EngineSetup(-(-(users + isl + 500) // 32) * 32, users, False, True)
+    if backend == "sglang":
+        return EngineSetup(isl + 1500, big, True, True)
+    return EngineSetup(big + isl + 1500, big, True, True)
+
+
+ENGINE_SETUPS = {"shared": shared_setup, "generator": generator_setup}
 
 
 @dataclass
@@ -65,7 +125,9 @@ class SiliconResult:
         return ttft, tpot
 
 
-def row_case(row: dict[str, str]) -> tuple[str, str, EngineConfig, Workload]:
+def row_case(
+    row: dict[str, str], setup: EngineSetup | None = None
+) -> tuple[str, str, EngineConfig, Workload]:
     """Model, GPU, engine config and closed-loop workload of one row (LookupError if unmodelled)."""
     model = MODELS.get(row["model_path"])
     gpu = SYSTEMS.get(row["system"])
@@ -77,29 +139,43 @@ def row_case(row: dict[str, str]) -> tuple[str, str, EngineConfig, Workload]:
     if int(float(row["pp_size"])) != 1:
         raise LookupError("pipeline parallelism is not modelled")
     users = int(float(row["batch_size"]))
+    setup = setup or shared_setup(row["backend"], int(row["isl"]), users)
     config = EngineConfig(
         quantization=quant,
         kv_dtype=KV_PRECISIONS.get(row["precision"], KVDtype.auto),
         tensor_parallel_size=int(float(row["tp_size"])),
-        max_num_batched_tokens=MAX_BATCHED_TOKENS,
-        max_num_seqs=max(MIN_MAX_NUM_SEQS, users),
+        max_num_batched_tokens=setup.max_num_batched_tokens,
+        max_num_seqs=setup.max_num_seqs,
+        enable_chunked_prefill=setup.chunked_prefill,
         enable_prefix_caching=False,
     )
+    # AIPerf's protocol: burst start from an idle engine, exact lengths, drained warm-up.
     workload = Workload(
-        input_tokens=int(row["isl"]), output_tokens=int(row["osl"]), concurrency=users
+        input_tokens=int(row["isl"]),
+        output_tokens=int(row["osl"]),
+        concurrency=users,
+        num_requests=MEASURED_ROUNDS * users,
+        warmup_requests=0,
+        ramp_s=0.0,
     )
     return model, gpu, config, workload
 
 
 def predict_silicon_row(
-    row: dict[str, str], eff: Efficiency = DEFAULT_EFFICIENCY, requests_per_user: int | None = None
+    row: dict[str, str],
+    eff: Efficiency = DEFAULT_EFFICIENCY,
+    requests_per_user: int | None = None,
+    engine_setup: str = "shared",
 ) -> SiliconResult:
     """Predict one row's mean TTFT and TPOT (`requests_per_user` overrides the request count)."""
     res = SiliconResult(
         row["id"], row["backend"], float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
     )
+    setup = ENGINE_SETUPS[engine_setup](
+        row["backend"], int(row["isl"]), int(float(row["batch_size"]))
+    )
     try:
-        model_name, gpu_name, config, workload = row_case(row)
+        model_name, gpu_name, config, workload = row_case(row, setup)
     except LookupError as exc:
         res.skipped = str(exc)
         return res
@@ -113,7 +189,7 @@ def predict_silicon_row(
         workload=workload,
         num_gpus=config.tensor_parallel_size,
     )
-    metrics = predict_metrics(config, ctx, eff)
+    metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=setup.mix_prefill_decode)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
         return res
@@ -148,10 +224,13 @@ def summarize_errors(results: list[SiliconResult]) -> dict[str, dict[str, float]
 
 
 def score(
-    path: Path = DEFAULT_CSV, requests_per_user: int | None = None
+    path: Path = DEFAULT_CSV, requests_per_user: int | None = None, engine_setup: str = "shared"
 ) -> tuple[list[SiliconResult], dict[str, dict[str, float]]]:
     """Predict every row of `path`; the per-row results and the per-engine summary."""
-    results = [predict_silicon_row(r, requests_per_user=requests_per_user) for r in load_rows(path)]
+    results = [
+        predict_silicon_row(r, requests_per_user=requests_per_user, engine_setup=engine_setup)
+        for r in load_rows(path)
+    ]
     return results, summarize_errors(results)
 
 
@@ -177,9 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--requests-per-user", type=int, default=None)
+    ap.add_argument("--engine-setup", choices=sorted(ENGINE_SETUPS), default="shared")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    results, summary = score(args.csv, args.requests_per_user)
+    results, summary = score(args.csv, args.requests_per_user, args.engine_setup)
     if args.json:
         print(json.dumps(summary))
     else:

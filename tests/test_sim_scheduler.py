@@ -57,6 +57,7 @@ def test_single_request_timeline_matches_the_step_costs_exactly() -> None:
     budget=st.sampled_from([512, 2048, 8192]),
     kv_blocks=st.sampled_from([400, 2000, 100_000]),
     chunked=st.booleans(),
+    mixed=st.booleans(),
     seed=st.integers(0, 3),
 )
 def test_closed_form_runs_equal_step_by_step_simulation(
@@ -70,6 +71,7 @@ def test_closed_form_runs_equal_step_by_step_simulation(
     budget: int,
     kv_blocks: int,
     chunked: bool,
+    mixed: bool,
     seed: int,
 ) -> None:
     reqs = make_requests(n, isl, osl, length_spread=spread, rate_rps=rate, users=users, seed=seed)
@@ -79,6 +81,7 @@ def test_closed_form_runs_equal_step_by_step_simulation(
         max_num_batched_tokens=budget,
         kv_capacity_blocks=max(kv_blocks, longest // 16 + 2),
         enable_chunked_prefill=chunked,
+        mix_prefill_decode=mixed,
     )
     fast = simulate(reqs, lim, COST)
     slow = simulate(reqs, lim, COST, max_run_steps=1)
@@ -141,6 +144,42 @@ def test_prefix_cache_hits_cut_prefill_work_and_ttft() -> None:
     assert np.median(warm.first_token_s - warm.arrival_s) < np.median(
         cold.first_token_s - cold.arrival_s
     )
+
+
+def test_prefill_first_engine_stalls_decodes_behind_a_burst_of_prefills() -> None:
+    # 32 users sent at once with 2048-token prompts: 8 prefill steps of 8192 tokens.
+    reqs = make_requests(32, 2048, 64, users=32)
+    mixed = simulate(reqs, _limits(), COST)
+    first = simulate(reqs, _limits(mix_prefill_decode=False), COST)
+    # Prefill-first: nobody decodes until every prompt is in, so the burst decodes and
+    # finishes in lock-step; mixed steps let early prompts start decoding, spreading finishes.
+    assert np.ptp(first.finish_s) < 1e-9 < np.ptp(mixed.finish_s)
+    # Steps carry only prefill, so first tokens come no later; the first-served request's
+    # wait for the rest of the burst lands in its time per output token instead.
+    assert np.all(first.first_token_s <= mixed.first_token_s * (1 + 1e-9))
+    tpot = lambda r: (r.finish_s[0] - r.first_token_s[0]) / 63  # noqa: E731
+    assert tpot(first) > tpot(mixed)
+    assert first.prefill_tokens_computed == mixed.prefill_tokens_computed
+
+
+def test_unchunked_prompts_in_a_mixing_engine_share_steps_with_decodes() -> None:
+    # 4 users at once, 2000-token prompts, a 2048-token budget without chunking: one whole
+    # prompt per step. vLLM V1 schedules the running decodes first and the next prompt in the
+    # rest of the budget; an engine that does not mix stalls the decodes instead.
+    reqs = make_requests(4, 2000, 64, users=4)
+    lim = {"max_num_batched_tokens": 2048, "enable_chunked_prefill": False}
+    mixed = simulate(reqs, _limits(**lim), COST)
+    stalled = simulate(reqs, _limits(**lim, mix_prefill_decode=False), COST)
+    assert np.all(np.diff(mixed.first_token_s) > 0)  # one prompt per step
+    # Mixed: request 0 decodes during the other prefills and finishes first; stalled: nobody
+    # decodes until every prompt is in, so all four finish in the same step.
+    assert np.ptp(stalled.finish_s) < 1e-9 < np.ptp(mixed.finish_s)
+    assert mixed.finish_s[0] < stalled.finish_s[0]
+    # A prompt that does not fit beside the decodes waits for them (budget 2040 + 9 > 2048).
+    tight = make_requests(10, 2040, 8, users=10)
+    res = simulate(tight, _limits(**lim), COST)
+    assert np.all(np.isfinite(res.finish_s))
+    assert res.prefill_tokens_computed == 10 * 2040
 
 
 def test_same_seed_same_result_and_different_seed_differs() -> None:

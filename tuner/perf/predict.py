@@ -83,8 +83,13 @@ def predict_metrics(
     ctx: Context,
     eff: Efficiency = DEFAULT_EFFICIENCY,
     workload: Workload | None = None,
+    *,
+    mix_prefill_decode: bool = True,
 ) -> Metrics:
-    """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why."""
+    """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
+
+    `mix_prefill_decode=False` replays a prefill-first engine whose prefill steps stall decodes.
+    """
     wl = workload or ctx.workload
     reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:
@@ -109,6 +114,7 @@ def predict_metrics(
         enable_chunked_prefill=config.enable_chunked_prefill,
         prefix_cache_hit=wl.prefix_cache_hit if config.enable_prefix_caching else 0.0,
         request_overhead_s=eff.request_overhead_s,
+        mix_prefill_decode=mix_prefill_decode,
     )
     result = simulate(requests, limits, target, spec)
     unfinished = int((~np.isfinite(result.finish_s)).sum())

@@ -45,6 +45,9 @@ class SchedulerLimits:
     kv_capacity_blocks: int
     block_size: int = 16
     enable_chunked_prefill: bool = True
+    # False: a step with prefill chunks carries no decodes, which wait (prefill-first, SGLang's
+    # default `enable_mixed_chunk=False`); True: decodes ride along (vLLM, TensorRT-LLM).
+    mix_prefill_decode: bool = True
     prefix_cache_hit: float = 0.0  # fraction of each prompt (after the first) already cached
     request_overhead_s: float = 0.0  # arrival -> visible to the scheduler (HTTP, tokenization)
 
@@ -167,7 +170,7 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
     sim.make_room()  # 1. decodes get this step's KV slots
     num_decode = len(sim.decoding)
     chunks = sim.schedule_prefills(sim.step_budget())  # 2.-3. prefills continue, admissions
-    if not sim.chunked and chunks:
+    if chunks and not sim.mixed:
         num_decode = 0
     if num_decode == 0 and not chunks:
         # Nothing fits (cannot happen for a feasible plan); wait for the next arrival.

@@ -48,6 +48,7 @@ class EngineSim:
         self.capacity = limits.kv_capacity_blocks
         self.budget_cap = limits.max_num_batched_tokens
         self.chunked = limits.enable_chunked_prefill
+        self.mixed = limits.mix_prefill_decode
         self.ingress = limits.request_overhead_s
         self.queries = spec.queries_per_seq if spec else 1
         self.tps = spec.tokens_per_step if spec else 1.0
@@ -229,11 +230,16 @@ class EngineSim:
 
     def step_budget(self) -> int:
         """Prefill tokens this step may schedule."""
+        decode_tokens = len(self.decoding) * self.queries * self.mixed
         if self.chunked:
-            return self.budget_cap - len(self.decoding) * self.queries
-        # Without chunked prefill a whole prompt is scheduled alone (decodes stall that step).
+            return self.budget_cap - decode_tokens
         if not self.waiting:
             return 0
+        if self.mixed and self.decoding:
+            # Whole prompts only, in what the decodes leave of the budget (vLLM V1 `schedule`:
+            # running requests first, an unchunked prompt that does not fit waits).
+            return self.budget_cap - decode_tokens
+        # Alone (prefill-first engines), a whole prompt runs even past the budget.
         return max(self.budget_cap, self.to_prefill[self.waiting[0]])
 
     def used_blocks(self) -> float:
