@@ -21,6 +21,7 @@ from tuner.cli.tune_cmd import build_run_spec
 from tuner.run.tune import open_study
 from tuner.run.worker import work
 from tuner.search.parallel import ATTR_WORKER
+from tuner.search.storage import make_storage
 
 runner = CliRunner()
 SMALL = ["--gpu", "h200-sxm", "--sla", "chat"]
@@ -122,9 +123,9 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "tuner", *args]
 
 
-def _done(db: Path) -> int:
+def _done(journal: Path) -> int:
     try:
-        study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{db}")
+        study = optuna.load_study(study_name="tuner", storage=make_storage(f"journal:{journal}"))
     except Exception:
         return 0
     return len(study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED)))
@@ -140,21 +141,21 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.time() + 120
-    while _done(run / "study.db") < 8 and time.time() < deadline:
+    while _done(run / "study.journal") < 8 and time.time() < deadline:
         time.sleep(0.2)
     refused = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "5000"])
     assert refused.exit_code == 2 and "in use by another tuner process" in refused.output
     assert f"pid {proc.pid}" in refused.output
     time.sleep(1.0)
     assert proc.poll() is None  # the first run goes on
-    study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{run / 'study.db'}")
+    study = optuna.load_study(study_name="tuner", storage=make_storage(f"journal:{run / 'study.journal'}"))
     assert not study.get_trials(states=(TrialState.FAIL,))  # its running trial was not failed
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    target = _done(run / "study.db") + 3
+    target = _done(run / "study.journal") + 3
     resumed = runner.invoke(app, ["tune", "--resume", str(run), "--trials", str(target)])
     assert resumed.exit_code == 0, resumed.output
-    study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{run / 'study.db'}")
+    study = optuna.load_study(study_name="tuner", storage=make_storage(f"journal:{run / 'study.journal'}"))
     failed = study.get_trials(states=(TrialState.FAIL,))
     assert len(failed) <= 1  # the trial the kill interrupted, if it was mid-trial
     for t in failed:
@@ -165,7 +166,7 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
             continue
         assert len(retry) == 1 and retry[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
         assert retry[0].params == t.params
-    assert _done(run / "study.db") == target
+    assert _done(run / "study.journal") == target
     assert yaml.safe_load((run / "run.yaml").read_text())["trials"] == target
 
 
