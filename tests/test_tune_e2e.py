@@ -37,8 +37,9 @@ def test_small_tune_writes_every_output_file(tmp_path: Path) -> None:
     run = tmp_path / "run"
     code, out = _tune("--trials", "25", "--run-dir", str(run))
     assert code == 0, out
-    for name in ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml", "study.journal",
-                 "exports/vllm.yaml", "exports/vllm.sh", "exports/README.md"):  # fmt: skip
+    for name in ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml",
+                 "study.journal", "exports/vllm.yaml", "exports/vllm.sh",
+                 "exports/README.md"):  # fmt: skip
         assert (run / name).is_file(), name
     rows = _trials(run / "trials.csv")
     assert len(rows) == 25 and [int(r["trial"]) for r in rows] == list(range(25))
