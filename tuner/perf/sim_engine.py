@@ -191,7 +191,7 @@ class EngineSim:
         """Chunks (id, tokens) of this step: running prefills continue, then admissions."""
         chunks: list[tuple[int, int]] = []
         dec = [self.decode_blocks_bound(self.G), -1.0]  # bound, exact (lazily)
-        for i in list(self.prefilling):
+        for i in self.prefilling:  # not changed in this loop
             if budget <= 0:
                 break
             chunk = min(self.to_prefill[i] - self.computed[i], budget)
@@ -304,10 +304,14 @@ class EngineSim:
 
     def run_mixed_step(self, chunks: list[tuple[int, int]], num_decode: int, used: float) -> None:
         """One step with prefill chunks (and `num_decode` decodes); completes finished prefills."""
-        prefill_tokens = sum(c for _, c in chunks)
-        completing = [i for i, c in chunks if self.computed[i] + c >= self.to_prefill[i]]
+        computed, to_prefill, attn_s = self.computed, self.to_prefill, self.target.prefill_attn_s
+        prefill_tokens, attn, completing = 0, 0.0, []
+        for i, c in chunks:  # one pass: this runs once per mixed step
+            prefill_tokens += c
+            attn += attn_s(c, computed[i])
+            if computed[i] + c >= to_prefill[i]:
+                completing.append(i)
         const, per_ctx = self.coeffs(num_decode, prefill_tokens, len(completing))
-        attn = sum(self.target.prefill_attn_s(c, self.computed[i]) for i, c in chunks)
         duration = const + per_ctx * (self.sum_base + num_decode * self.G) + attn
         if num_decode:
             self._record_itl((duration + self.stalled_s, 0.0, 1, num_decode))
