@@ -8,6 +8,7 @@ is a `tuner worker` subprocess, because a forked child would inherit the parent'
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -40,7 +41,12 @@ class _Forked:
         context = multiprocessing.get_context("fork")
         self.proc = context.Process(target=_work_in_fork, args=(storage_url, study_name, log),
                                     name=f"tuner-worker-{log.stem}", daemon=False)  # fmt: skip
-        self.proc.start()
+        # The child's garbage collector then never walks (and so copies) the inherited objects.
+        gc.freeze()
+        try:
+            self.proc.start()
+        finally:
+            gc.unfreeze()
         self.pid = int(self.proc.pid or 0)
 
     def poll(self) -> int | None:
