@@ -152,7 +152,7 @@ def make_storage(url: str, *, grace_s: int = GRACE_S) -> optuna.storages.BaseSto
 def _fast_sqlite(connection: Any, _record: Any) -> None:
     # WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit survives
     # a killed process (not a power cut) without an fsync per trial attribute: both matter when
-    # several local workers share one study.db.
+    # several local workers share one SQLite study (--storage sqlite:///PATH).
     cursor = connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
