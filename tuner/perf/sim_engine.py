@@ -255,10 +255,9 @@ class EngineSim:
     def coeffs(self, num_decode: int, prefill_tokens: int, logits: int) -> tuple[float, float]:
         """`step_coeffs` of this engine, computed once per step shape."""
         key = (num_decode, prefill_tokens, logits)
-        found = self._coeffs.get(key)
-        if found is None:
-            found = self._coeffs[key] = step_coeffs(self.target, self.spec, *key)
-        return found
+        if key not in self._coeffs:
+            self._coeffs[key] = step_coeffs(self.target, self.spec, *key)
+        return self._coeffs[key]
 
     def decode_run_length(self, num_decode: int, max_run_steps: int | None) -> int:
         """How many identical pure-decode steps run until the next event."""
@@ -304,14 +303,10 @@ class EngineSim:
 
     def run_mixed_step(self, chunks: list[tuple[int, int]], num_decode: int, used: float) -> None:
         """One step with prefill chunks (and `num_decode` decodes); completes finished prefills."""
-        computed, to_prefill, attn_s = self.computed, self.to_prefill, self.target.prefill_attn_s
-        prefill_tokens, attn, completing = 0, 0.0, []
-        for i, c in chunks:  # one pass: this runs once per mixed step
-            prefill_tokens += c
-            attn += attn_s(c, computed[i])
-            if computed[i] + c >= to_prefill[i]:
-                completing.append(i)
+        prefill_tokens = sum(c for _, c in chunks)
+        completing = [i for i, c in chunks if self.computed[i] + c >= self.to_prefill[i]]
         const, per_ctx = self.coeffs(num_decode, prefill_tokens, len(completing))
+        attn = sum(self.target.prefill_attn_s(c, self.computed[i]) for i, c in chunks)
         duration = const + per_ctx * (self.sum_base + num_decode * self.G) + attn
         if num_decode:
             self._record_itl((duration + self.stalled_s, 0.0, 1, num_decode))
