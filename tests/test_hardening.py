@@ -271,7 +271,9 @@ def test_grid_values_of_a_huge_range_are_few_and_cheap() -> None:
 
 def test_corrupted_trial_data_is_a_failed_trial_not_a_crash(tmp_path: Path) -> None:
     run = tmp_path / "r"
-    argv = [*TUNE, "--model", "llama-3.2-1b", "--trials", "6", "--run-dir", str(run)]
+    run.mkdir()
+    argv = [*TUNE, "--model", "llama-3.2-1b", "--trials", "6", "--run-dir", str(run),
+            "--storage", f"sqlite:///{run / 'study.db'}"]  # fmt: skip
     assert runner.invoke(app, argv).exit_code == 0
     with sqlite3.connect(run / "study.db") as con:
         con.execute("update trial_user_attributes set value_json = '\"garbage\"' "
@@ -320,9 +322,9 @@ def test_report_and_export_never_create_a_study(cmd: list[str], tmp_path: Path) 
     run = tmp_path / "r"
     argv = [*TUNE, "--model", "llama-3.2-1b", "--trials", "2", "--run-dir", str(run)]
     assert runner.invoke(app, argv).exit_code in (0, 3)
-    (run / "study.db").unlink()
+    (run / "study.journal").unlink()
     line = _fails_in_one_line(runner.invoke(app, [cmd[0], str(run), *cmd[1:]]))
-    assert "study.db" in line and not (run / "study.db").exists()
+    assert "study.journal" in line and not (run / "study.journal").exists()
 
 
 def _interrupt_after(n: int):

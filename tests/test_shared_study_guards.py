@@ -21,6 +21,7 @@ from tuner.cli.tune_cmd import build_run_spec
 from tuner.run.tune import open_study
 from tuner.run.worker import work
 from tuner.search.parallel import ATTR_WORKER
+from tuner.search.storage import make_storage
 
 runner = CliRunner()
 SMALL = ["--gpu", "h200-sxm", "--sla", "chat"]
@@ -122,9 +123,15 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "tuner", *args]
 
 
-def _done(db: Path) -> int:
+def _study(run: Path) -> optuna.Study:
+    return optuna.load_study(
+        study_name="tuner", storage=make_storage(f"journal:{run / 'study.journal'}")
+    )
+
+
+def _done(journal: Path) -> int:
     try:
-        study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{db}")
+        study = optuna.load_study(study_name="tuner", storage=make_storage(f"journal:{journal}"))
     except Exception:
         return 0
     return len(study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED)))
@@ -140,21 +147,21 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.time() + 120
-    while _done(run / "study.db") < 8 and time.time() < deadline:
+    while _done(run / "study.journal") < 8 and time.time() < deadline:
         time.sleep(0.2)
     refused = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "5000"])
     assert refused.exit_code == 2 and "in use by another tuner process" in refused.output
     assert f"pid {proc.pid}" in refused.output
     time.sleep(1.0)
     assert proc.poll() is None  # the first run goes on
-    study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{run / 'study.db'}")
+    study = _study(run)
     assert not study.get_trials(states=(TrialState.FAIL,))  # its running trial was not failed
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    target = _done(run / "study.db") + 3
+    target = _done(run / "study.journal") + 3
     resumed = runner.invoke(app, ["tune", "--resume", str(run), "--trials", str(target)])
     assert resumed.exit_code == 0, resumed.output
-    study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{run / 'study.db'}")
+    study = _study(run)
     failed = study.get_trials(states=(TrialState.FAIL,))
     assert len(failed) <= 1  # the trial the kill interrupted, if it was mid-trial
     for t in failed:
@@ -165,7 +172,7 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
             continue
         assert len(retry) == 1 and retry[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
         assert retry[0].params == t.params
-    assert _done(run / "study.db") == target
+    assert _done(run / "study.journal") == target
     assert yaml.safe_load((run / "run.yaml").read_text())["trials"] == target
 
 
@@ -187,3 +194,19 @@ def test_tune_jobs_2_shares_the_budget_between_two_processes(tmp_path: Path) -> 
     assert rebuilt.exit_code == 0, rebuilt.output
     _one_error_line(["tune", *SMALL, "--model", "llama-3.1-8b", "--jobs", "0",
                      "--run-dir", str(tmp_path / "x")])  # fmt: skip
+
+
+def test_the_journal_storage_appends_without_fsync_and_another_process_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fsync(fd: int) -> None:
+        raise AssertionError("the journal must not fsync each log line")
+
+    monkeypatch.setattr(os, "fsync", no_fsync)
+    url = f"journal:{tmp_path / 'study.journal'}"
+    writer = optuna.create_study(study_name="s", storage=make_storage(url))
+    writer.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    reader = optuna.load_study(study_name="s", storage=make_storage(url))
+    assert [t.params for t in reader.trials] == [t.params for t in writer.trials]
+    lines = (tmp_path / "study.journal").read_bytes().splitlines(keepends=True)
+    assert lines and all(line.endswith(b"\n") for line in lines)  # whole lines only

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tuner.cli import app
+from tuner.search.storage import make_storage
 
 runner = CliRunner()
 BASE = ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sla", "chat"]
@@ -37,8 +37,9 @@ def test_small_tune_writes_every_output_file(tmp_path: Path) -> None:
     run = tmp_path / "run"
     code, out = _tune("--trials", "25", "--run-dir", str(run))
     assert code == 0, out
-    for name in ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml", "study.db",
-                 "exports/vllm.yaml", "exports/vllm.sh", "exports/README.md"):  # fmt: skip
+    for name in ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml",
+                 "study.journal", "exports/vllm.yaml", "exports/vllm.sh",
+                 "exports/README.md"):  # fmt: skip
         assert (run / name).is_file(), name
     rows = _trials(run / "trials.csv")
     assert len(rows) == 25 and [int(r["trial"]) for r in rows] == list(range(25))
@@ -75,6 +76,22 @@ def test_run_yaml_repeats_the_run_and_report_rebuilds(tmp_path: Path) -> None:
         assert refused.exit_code == 2 and "no engine config" in refused.output
 
 
+def test_a_run_folder_with_the_older_sqlite_study_still_reports_and_resumes(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "old"
+    run.mkdir()
+    db = f"sqlite:///{run / 'study.db'}"
+    assert _tune("--trials", "6", "--storage", db, "--run-dir", str(run))[0] == 0
+    spec = yaml.safe_load((run / "run.yaml").read_text())
+    spec.pop("storage")  # as a tuner that kept every study in the folder's study.db wrote it
+    (run / "run.yaml").write_text(yaml.safe_dump(spec))
+    assert runner.invoke(app, ["report", str(run)]).exit_code == 0
+    resumed = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "9"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(_trials(run / "trials.csv")) == 9 and not (run / "study.journal").exists()
+
+
 def test_nothing_feasible_exits_3_with_the_closest_variants(tmp_path: Path) -> None:
     code, out = _tune("--trials", "15", "--ttft-ms", "1", "--tpot-ms", "0.01",
                       "--run-dir", str(tmp_path / "r"))  # fmt: skip
@@ -89,9 +106,8 @@ def test_bad_input_exits_2_in_one_line(tmp_path: Path) -> None:
     assert code == 2 and "unknown sampler" in out and "Traceback" not in out
 
 
-def _complete_numbers(db: Path) -> set[int]:
-    storage = optuna.storages.RDBStorage(f"sqlite:///{db}")
-    study = optuna.load_study(study_name="tuner", storage=storage)
+def _complete_numbers(journal: Path) -> set[int]:
+    study = optuna.load_study(study_name="tuner", storage=make_storage(f"journal:{journal}"))
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     return {t.number for t in study.get_trials(states=done)}
 
@@ -102,16 +118,12 @@ def _cli(*args: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _count_done(db: Path) -> int:
-    if not db.exists():
+def _count_done(journal: Path) -> int:
+    if not journal.exists():
         return 0
     try:
-        with sqlite3.connect(db, timeout=1) as con:
-            row = con.execute(
-                "select count(*) from trials where state in ('COMPLETE', 'PRUNED')"
-            ).fetchone()
-        return int(row[0])
-    except sqlite3.Error:
+        return len(_complete_numbers(journal))
+    except Exception:  # the study is not created yet
         return 0
 
 
@@ -120,7 +132,7 @@ def test_resume_after_kill_9_keeps_every_finished_trial(tmp_path: Path) -> None:
     run = tmp_path / "run"
     cmd = _cli(*BASE, "--trials", "5000", "--run-dir", str(run))
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db = run / "study.db"
+    db = run / "study.journal"
     deadline = time.time() + 120
     while _count_done(db) < 15 and time.time() < deadline:
         time.sleep(0.2)

@@ -305,6 +305,7 @@ def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) ->
     from tuner.cli import app
     from tuner.real_model import ensure_smollm2
     from tuner.run.tune import STUDY_FILE
+    from tuner.search.storage import make_storage
     from tuner.search.trials import ATTR_METRICS
 
     space = tmp_path / "space.yaml"
@@ -340,7 +341,8 @@ def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) ->
     stop.set()
     watcher.join(timeout=5)
     assert result.exit_code == 0, result.output
-    study = optuna.load_study(study_name="tuner", storage=f"sqlite:///{run / STUDY_FILE}")
+    storage = make_storage(f"journal:{run / STUDY_FILE}")
+    study = optuna.load_study(study_name="tuner", storage=storage)
     metrics = [t.user_attrs[ATTR_METRICS] for t in study.trials if ATTR_METRICS in t.user_attrs]
     assert len(metrics) == 3 and len(seen) == 3
     measured = [m for m in metrics if m["feasible"]]

@@ -7,7 +7,6 @@ from typing import Annotated
 import optuna
 import typer
 from optuna.trial import FrozenTrial
-from rich.markup import escape
 
 from tuner.cli.app import app, console, guarded
 from tuner.cli.options import ModelPath, StudyName
@@ -55,11 +54,5 @@ def worker(
         raise InputError(f"--grace-s {grace_s}: must be at least 2 seconds")
     outcome = work(storage, study, backend=backend, model_path=model_path, max_trials=trials,
                    grace_s=grace_s, callbacks=[_TrialLine()])  # fmt: skip
-    console.print(
-        f"worker {outcome.worker_number} (seed {outcome.seed}) ran {outcome.trials} trials "
-        f"({outcome.evaluations} evaluations by {escape(outcome.spec.backend)}) in "
-        f"{outcome.wall_s:.1f} s; study {escape(study)} holds {outcome.finished_in_study} of "
-        f"{outcome.spec.trials} finished trials",
-        highlight=False,
-        soft_wrap=True,  # one line, whole, also in a pipe or a log file
-    )
+    # One line, whole, also in a pipe or a log file.
+    console.print(outcome.summary(), markup=False, highlight=False, soft_wrap=True)

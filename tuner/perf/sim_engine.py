@@ -73,6 +73,8 @@ class EngineSim:
         self.kv_time_weighted = 0.0
         self.kv_peak = 0.0
         self.stalled_s = 0.0  # time decodes stalled behind prefill-only steps
+        # Step coefficients by (decodes, prefill tokens, prefill logits): a run repeats few shapes.
+        self._coeffs: dict[tuple[int, int, int], tuple[float, float]] = {}
 
     def _init_request_state(self, n: int) -> None:
         self.arrival = [math.inf] * n
@@ -190,7 +192,7 @@ class EngineSim:
         """Chunks (id, tokens) of this step: running prefills continue, then admissions."""
         chunks: list[tuple[int, int]] = []
         dec = [self.decode_blocks_bound(self.G), -1.0]  # bound, exact (lazily)
-        for i in list(self.prefilling):
+        for i in self.prefilling:  # not changed in this loop
             if budget <= 0:
                 break
             chunk = min(self.to_prefill[i] - self.computed[i], budget)
@@ -256,13 +258,20 @@ class EngineSim:
 
     # ------------------------------------------------------------------ steps
 
+    def coeffs(self, num_decode: int, prefill_tokens: int, logits: int) -> tuple[float, float]:
+        """`step_coeffs` of this engine, computed once per step shape."""
+        key = (num_decode, prefill_tokens, logits)
+        if key not in self._coeffs:
+            self._coeffs[key] = step_coeffs(self.target, self.spec, *key)
+        return self._coeffs[key]
+
     def decode_run_length(self, num_decode: int, max_run_steps: int | None) -> int:
         """How many identical pure-decode steps run until the next event."""
         heap, epoch, state = self.heap, self.epoch, self.state
         while heap and (heap[0][2] != epoch[heap[0][1]] or state[heap[0][1]] != _DECODE):
             heapq.heappop(heap)
         steps = max(1, math.ceil((heap[0][0] - self.G) / self.tps - EPS))
-        const, per_ctx = step_coeffs(self.target, self.spec, num_decode, 0, 0)
+        const, per_ctx = self.coeffs(num_decode, 0, 0)
         admissible = len(self.running) < self.max_seqs and not self.waiting
         if admissible and self.pending:
             wait = self.next_visible_s() - self.t
@@ -280,7 +289,7 @@ class EngineSim:
 
     def run_decodes(self, num_decode: int, steps: int, used: float) -> None:
         """`steps` identical pure-decode steps, summed in closed form."""
-        const, per_ctx = step_coeffs(self.target, self.spec, num_decode, 0, 0)
+        const, per_ctx = self.coeffs(num_decode, 0, 0)
         d0 = const + per_ctx * (self.sum_base + num_decode * self.G)
         slope = per_ctx * num_decode * self.tps
         duration = steps * d0 + slope * steps * (steps - 1) / 2.0
@@ -302,9 +311,7 @@ class EngineSim:
         """One step with prefill chunks (and `num_decode` decodes); completes finished prefills."""
         prefill_tokens = sum(c for _, c in chunks)
         completing = [i for i, c in chunks if self.computed[i] + c >= self.to_prefill[i]]
-        const, per_ctx = step_coeffs(
-            self.target, self.spec, num_decode, prefill_tokens, len(completing)
-        )
+        const, per_ctx = self.coeffs(num_decode, prefill_tokens, len(completing))
         attn = sum(self.target.prefill_attn_s(c, self.computed[i]) for i, c in chunks)
         duration = const + per_ctx * (self.sum_base + num_decode * self.G) + attn
         if num_decode:

@@ -85,7 +85,7 @@ class RunSpec(BaseModel):
     trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=MAX_TRIALS)
     timeout_s: float | None = Field(default=None, gt=0)
     seed: int = 0
-    storage: str | None = Field(default=None, description="Optuna URL; None = study.db here")
+    storage: str | None = Field(default=None, description="Optuna URL; None = study.journal here")
     study_name: str = "tuner"
     tuner_version: str = __version__
 

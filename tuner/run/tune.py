@@ -39,10 +39,13 @@ __all__ = [
     "tune",
 ]
 
-STUDY_FILE = "study.db"
-# `--jobs N` without --storage: local workers share a journal file. Several processes writing one
-# SQLite file wait on its write lock (benchmarks/jobs_speed.py measured --jobs 2 slower than 1).
-JOURNAL_FILE = "study.journal"
+# The study of a run without --storage: an Optuna journal file in the run folder. A 200-trial
+# tune spent ~17 s of CPU in SQLite round trips and ~6 s in the journal (benchmarks/jobs_speed.py
+# --storage sqlite|journal), and local workers (--jobs N) share a journal without waiting on a
+# database write lock. Run folders written before keep their SQLite study.db.
+STUDY_FILE = "study.journal"
+SQLITE_FILE = "study.db"
+STUDY_FILES = (STUDY_FILE, SQLITE_FILE)
 
 
 @dataclass
@@ -61,15 +64,24 @@ class TuneOutcome:
 
 
 def storage_url(spec: RunSpec, run_dir: Path) -> str:
-    """The run's Optuna storage: --storage, else study.db in the run folder."""
-    return spec.storage or f"sqlite:///{(run_dir / STUDY_FILE).resolve()}"
+    """The run's Optuna storage: --storage, else the run folder's study.journal (or the study.db
+    of a folder an older tuner wrote)."""
+    if spec.storage:
+        return spec.storage
+    if (run_dir / SQLITE_FILE).is_file() and not (run_dir / STUDY_FILE).exists():
+        return f"sqlite:///{(run_dir / SQLITE_FILE).resolve()}"
+    return f"journal:{(run_dir / STUDY_FILE).resolve()}"
+
+
+def _has_study_file(run_dir: Path) -> bool:
+    return any((run_dir / name).is_file() for name in STUDY_FILES)
 
 
 def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
     """Create or join the run's study (same name, same inputs; each joiner its own seed); never
     creates a file when `create` is False."""
     url = storage_url(spec, run_dir)
-    if not create and spec.storage is None and not (run_dir / STUDY_FILE).is_file():
+    if not create and spec.storage is None and not _has_study_file(run_dir):
         raise InputError(f"{run_dir}: no {STUDY_FILE} (not a finished or running tune folder)")
     if url.startswith("journal:") and Path(url.removeprefix("journal:")).is_dir():
         raise InputError(f"--storage {url}: is a folder; name a journal file (journal:FILE)")
@@ -161,8 +173,9 @@ def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
     if not run_dir.is_dir():
         raise InputError(f"{run_dir}: is a file; the run folder must be a folder")
     if not (run_dir / RUN_FILE).exists():
-        if (run_dir / STUDY_FILE).exists():
-            raise InputError(f"{run_dir}: holds a {STUDY_FILE} but no {RUN_FILE}; choose another "
+        found = [name for name in STUDY_FILES if (run_dir / name).exists()]
+        if found:
+            raise InputError(f"{run_dir}: holds a {found[0]} but no {RUN_FILE}; choose another "
                              "--run-dir")  # fmt: skip
         return
     earlier = load_run_spec(run_dir)
@@ -242,8 +255,6 @@ def tune(
     """
     if not resume:
         check_run_dir(spec, run_dir)
-    if jobs > 1 and spec.storage is None and not resume:
-        spec = spec.model_copy(update={"storage": f"journal:{(run_dir / JOURNAL_FILE).resolve()}"})
     created = fresh or not run_dir.exists()
     make_run_dir(run_dir)
     with run_folder_lock(run_dir):

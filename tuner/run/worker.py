@@ -37,6 +37,15 @@ class WorkerOutcome:
     finished_in_study: int
     wall_s: float
 
+    def summary(self) -> str:
+        """One plain line: what this worker ran and where the study stands."""
+        return (
+            f"worker {self.worker_number} (seed {self.seed}) ran {self.trials} trials "
+            f"({self.evaluations} evaluations by {self.spec.backend}) in {self.wall_s:.1f} s; "
+            f"study {self.spec.study_name} holds {self.finished_in_study} of {self.spec.trials} "
+            "finished trials"
+        )
+
 
 def load_shared_study(storage_url: str, study_name: str, grace_s: int = GRACE_S) -> optuna.Study:
     """Open an existing study in a shared storage, or say how to create it."""

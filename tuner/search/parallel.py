@@ -44,8 +44,10 @@ ATTR_WORKER = "worker"
 # Optuna's RetryHeartbeatStaleTrialCallback keys, so its retried_trial_number() reads ours too.
 SYS_FAILED_TRIAL = "failed_trial"
 SYS_RETRY_HISTORY = "retry_history"
-# How often a worker that found every remaining slot taken looks again.
-POLL_S = 0.5
+# How often a worker that found every remaining slot taken looks again. At the end of a
+# `tune --jobs N` the tune process waits so for the workers' last trials before it writes the
+# report; a look is one count of the study's trials under the study lock.
+POLL_S = 0.1
 # How often a worker looks for dead workers' trials (each look costs two queries).
 REAP_EVERY_S = 2.0
 

@@ -113,8 +113,9 @@ def hypervolume_history(points: np.ndarray, reference: Sequence[float]) -> list[
                 np.all(front <= p, axis=1) & np.any(front < p, axis=1) | np.all(front == p, axis=1)
             )
             if not dominated:
-                front = np.vstack([front, p])
-                front = front[non_dominated_mask(front)]
+                # The front stays mutually non-dominated, so only `p` can dominate its points.
+                beaten = np.all(p <= front, axis=1) & np.any(p < front, axis=1)
+                front = np.vstack([front[~beaten], p])
                 current = _hv(front, ref)
         history.append(current)
     return history

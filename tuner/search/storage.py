@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import time
 import warnings
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 from tuner.errors import InputError
 
@@ -110,11 +112,29 @@ def _probe(parsed: Any, engine_kwargs: dict[str, Any]) -> None:
 
 
 def _journal(path: str) -> optuna.storages.BaseStorage:
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
     if not path or Path(path).is_dir() or not Path(path).parent.is_dir():
         raise InputError(f"--storage journal:{path}: needs a file path in an existing folder")
-    return JournalStorage(JournalFileBackend(path))
+    return JournalStorage(UnsyncedJournal(path))
+
+
+class UnsyncedJournal(JournalFileBackend):
+    """Optuna's journal file, appending without an fsync per log line.
+
+    A trial writes about 19 log lines (params, attributes, constraints, state); Optuna fsyncs
+    each, which cost 4 ms apiece here, 14 s of a 200-trial tune. A line that reached the kernel
+    survives a killed process (not a power cut), the guarantee the SQLite storage gets from
+    synchronous=NORMAL; appends stay whole lines under Optuna's journal lock.
+    """
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        """Append `logs` as JSON lines under the journal lock (no fsync)."""
+        text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+        self._lock.acquire()
+        try:
+            with open(self._file_path, "ab") as fh:
+                fh.write(text.encode("utf-8"))
+        finally:
+            self._lock.release()
 
 
 def make_storage(url: str, *, grace_s: int = GRACE_S) -> optuna.storages.BaseStorage:
@@ -132,7 +152,7 @@ def make_storage(url: str, *, grace_s: int = GRACE_S) -> optuna.storages.BaseSto
 def _fast_sqlite(connection: Any, _record: Any) -> None:
     # WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit survives
     # a killed process (not a power cut) without an fsync per trial attribute: both matter when
-    # several local workers share one study.db.
+    # several local workers share one SQLite study (--storage sqlite:///PATH).
     cursor = connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -205,8 +225,6 @@ def study_lock(storage: optuna.storages.BaseStorage, study_name: str) -> Iterato
 
     Other databases run unlocked: the trial budget can then be overshot by a trial per worker.
     """
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
     rdb = rdb_of(storage)
     if rdb is not None:
         engine = rdb.engine
