@@ -63,6 +63,16 @@ def test_users_mode_searches_integers() -> None:
     assert all(p.load == int(p.load) for p in cap.points)
 
 
+def test_open_loop_capacity_never_exceeds_the_saturated_rate() -> None:
+    # A flat probe meets the SLA at any load, as a short finite probe past saturation can: the
+    # capacity still stops at the saturated rate (`high`), and operating keeps the headroom.
+    cap, _ = find_capacity(lambda load: _queue_probe(1e9)(load), SLA(ttft_ms=500), mode="rate",
+                           low=0.5, high=40.0)  # fmt: skip
+    assert cap.at_sla is not None and cap.at_sla.load == 40.0
+    assert max(p.load for p in cap.points) <= 40.0
+    assert cap.operating is not None and cap.operating.load <= 40.0 * (1 - cap.headroom)
+
+
 def _ctx(gpu: str = "h200-sxm", sla: SLA | None = None, **gpu_scale: float) -> Context:
     profile = catalog.load_gpu(gpu)
     if gpu_scale:
@@ -81,6 +91,23 @@ CONFIGS = st.builds(
     max_num_batched_tokens=st.sampled_from([1024, 4096]),
 )
 SLOW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SLOW
+@given(config=CONFIGS)
+def test_sim_capacity_is_at_most_the_saturated_burst_rate(config: EngineConfig) -> None:
+    from tuner.perf.capacity import workload_at
+    from tuner.perf.predict import predict_metrics
+
+    ctx = _ctx(sla=SLA(ttft_ms=1e6, tpot_ms=1e6))  # no latency bound binds: throughput does
+    cap, _ = sim_capacity(config, ctx)
+    wl = ctx.workload
+    burst = workload_at(wl, "users", wl.measured_requests).model_copy(
+        update={"warmup_requests": 0, "ramp_s": 0.0}
+    )
+    saturated = predict_metrics(config, ctx, workload=burst)
+    if cap.at_sla is not None:
+        assert cap.at_sla.load <= saturated.requests_per_s * (1 + 1e-9)
 
 
 @SLOW

@@ -12,6 +12,7 @@ Load is an open-loop Poisson rate (req/s per replica) by default, or closed-loop
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -46,8 +47,10 @@ LoadMode = Literal["rate", "users"]
 CAPACITY_HEADROOM = 0.10
 # The lowest rate probed, as a fraction of the saturated rate (effectively one request at a time).
 _LOW_FRACTION = 0.01
-# Above saturation the queue grows without bound; probe a little past it to bracket the answer.
-_HIGH_FRACTION = 1.1
+# Above the saturated rate the queue grows without bound (no steady state), however good the
+# latencies of a finite probe look: an open-loop capacity never exceeds the rate the engine
+# serves when saturated, so that rate is the top of the bracket.
+_HIGH_FRACTION = 1.0
 # Measured backends know no saturated rate in advance: they grow the load by this factor until
 # the SLA breaks (or the probe budget ends).
 _GROWTH = 4.0
@@ -154,22 +157,23 @@ def workload_at(wl: Workload, mode: LoadMode, load: float) -> Workload:
     return wl.model_copy(update={"rate_rps": None, "concurrency": max(1, round(load))})
 
 
-def _point(load: float, m: Metrics, sla: SLA, roomy: SLA, mode: LoadMode, tp: int) -> LoadPoint:
+def _point(load: float, m: Metrics, sla: SLA, roomy: SLA, mode: LoadMode, tp: int,
+           roomy_load: float) -> LoadPoint:  # fmt: skip
     # Open loop: the offered rate is the load the SLA was met at; closed loop: what the users drew.
     rps = load if mode == "rate" else m.requests_per_s
     return LoadPoint(load=load, requests_per_s_per_gpu=rps / tp,
                      output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
                      ttft_ms=m.ttft_ms, tpot_ms=m.tpot_ms, meets_sla=meets_sla(m, sla),
-                     meets_headroom=meets_sla(m, roomy))  # fmt: skip
+                     meets_headroom=meets_sla(m, roomy) and load <= roomy_load)  # fmt: skip
 
 
 class _Search:
     """Probe bookkeeping of one capacity search: budget, results, brackets."""
 
     def __init__(self, probe: Callable[[float], Metrics], sla: SLA, cap: Capacity,
-                 budget: ProbeBudget, integer: bool) -> None:  # fmt: skip
+                 budget: ProbeBudget, integer: bool, roomy_load: float) -> None:  # fmt: skip
         self.probe, self.sla, self.cap, self.budget = probe, sla, cap, budget
-        self.roomy = tightened(sla, cap.headroom)
+        self.roomy, self.roomy_load = tightened(sla, cap.headroom), roomy_load
         self.integer = integer
         self.started = time.perf_counter()
         self.failed_run: Metrics | None = None
@@ -197,7 +201,8 @@ class _Search:
         if not m.feasible:
             self.failed_run = m
             return None
-        p = _point(load, m, self.sla, self.roomy, self.cap.mode, self.cap.tensor_parallel_size)
+        p = _point(load, m, self.sla, self.roomy, self.cap.mode, self.cap.tensor_parallel_size,
+                   self.roomy_load)  # fmt: skip
         self.cap.points.append(p)
         self.cap.points.sort(key=lambda q: q.load)
         return p
@@ -238,13 +243,17 @@ def find_capacity(
 ) -> tuple[Capacity, Metrics | None]:
     """Bracket and bisect the highest load meeting `sla` (and `sla` less `headroom`).
 
-    `high` is a load known to be at or past saturation (the simulator knows it); without it the
-    load grows by a factor until the SLA breaks. Returns the search and, when the variant could
+    `high` is the saturated load (the simulator knows it): no load above it is probed, and in
+    rate mode the operating point also stays `headroom` below it; without it the load grows by a
+    factor until the SLA breaks. Returns the search and, when the variant could
     not run at all, the infeasible Metrics that said why. `operating_point=False` stops at the
     SLA boundary (no headroom bisection, no ladder fill): the capacity alone, fewest probes.
     """
     cap = Capacity(mode=mode, tensor_parallel_size=tensor_parallel_size, headroom=headroom)
-    s = _Search(probe, sla, cap, budget or ProbeBudget(), integer=mode == "users")
+    # A known saturated rate also bounds the operating point: at utilisation 1 a queue has no
+    # margin for a burst, so the headroom applies to the load as well as to the latencies.
+    roomy_load = (1.0 - headroom) * high if mode == "rate" and high is not None else math.inf
+    s = _Search(probe, sla, cap, budget or ProbeBudget(), mode == "users", roomy_load)
     first = s.run(low)
     if first is None or not first.meets_sla:
         return cap, s.failed_run
