@@ -18,6 +18,9 @@ CPU seconds are the steadier figure), 200 trials:
     load avg 3-4 (median of 2): capacity 23.0 s wall, 12.4 s CPU; fixed 10.1 s wall, 6.2 s CPU
     load avg 1.2-1.5 (median of 2): capacity 12.0 s wall, 12.1 s CPU; fixed 5.8 s wall, 5.9 s CPU
     (the code before, same minute: capacity 23.2 s wall, 23.3 s CPU; fixed 17.5 s, 17.6 s CPU)
+    open-loop capacity probes sized for steady state (warm-up = one batch filling by Little's
+    law; capacity capped at the saturated rate), load avg 0.7-0.9: capacity 25.3 s wall,
+    24.8 s CPU; fixed 8.0 s wall, 8.0 s CPU
     space: 2016 valid variants, exhaustive frontier 64 distinct points
     tpe capacity study, 3 seeds, share of exhaustive HV: 50: 84.0% [min 71.9],
         100: 97.4% [min 94.5], 200: 99.3% [min 99.3]

@@ -63,6 +63,19 @@ def test_users_mode_searches_integers() -> None:
     assert all(p.load == int(p.load) for p in cap.points)
 
 
+def test_open_loop_probes_warm_up_for_a_batch_filling_unless_the_counts_are_given() -> None:
+    from tuner.perf.capacity import steady_sized
+
+    wl = Workload(rate_rps=40.0)
+    assert steady_sized(wl, 3.2) == wl.model_copy(
+        update={"warmup_requests": wl.warmup_count, "num_requests": wl.measured_requests}
+    )
+    big = steady_sized(wl, 450.2)
+    assert big.warmup_requests == 451 and big.num_requests == 451
+    fixed = Workload(rate_rps=40.0, num_requests=50)
+    assert steady_sized(fixed, 450.2) == fixed
+
+
 def test_open_loop_capacity_never_exceeds_the_saturated_rate() -> None:
     # A flat probe meets the SLA at any load, as a short finite probe past saturation can: the
     # capacity still stops at the saturated rate (`high`), and operating keeps the headroom.
