@@ -45,7 +45,7 @@ from tuner.backends import evaluate_capacity, get_backend
 from tuner.perf.capacity import Capacity
 from tuner.search import study as search
 from tuner.search.frontier import capacity_frontier, frontier_history
-from tuner.search.trials import TrialRecord
+from tuner.search.trials import KNOBS, TrialRecord
 from tuner.specs import Context, EngineConfig, Metrics, Workload
 from tuner.validity import invalid_reason
 
@@ -105,7 +105,7 @@ def time_tune(trials: int, extra: list[str]) -> tuple[float, float]:
 def exhaustive(ctx: Context, backend: MemoCapacityBackend) -> list[TrialRecord]:
     """Every valid variant of the space with its capacity search."""
     records = []
-    knobs = list(search.KNOBS)
+    knobs = list(KNOBS)
     for values in itertools.product(*(search.grid_values(getattr(SPACE, k)) for k in knobs)):
         cfg = search.config_from_params(dict(zip(knobs, values, strict=True)))
         if isinstance(cfg, str) or invalid_reason(cfg, ctx) or cfg.key() in backend.memo:
