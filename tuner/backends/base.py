@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
 from tuner.specs import Context, EngineConfig, Metrics
 from tuner.validity import invalid_reason
@@ -14,7 +16,7 @@ def no_capacity(config: EngineConfig, mode: LoadMode) -> Capacity:
     return Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
 
 
-class CheckedBackend:
+class CheckedBackend(ABC):
     """`evaluate` and `capacity_search` with the validity rules applied before any work.
 
     A subclass gives `_evaluate` and `_capacity`, which never raise (infeasible Metrics
@@ -42,9 +44,11 @@ class CheckedBackend:
             return no_capacity(config, mode), Metrics.infeasible(reason, self.name)
         return self._capacity(config, ctx, mode, budget)
 
+    @abstractmethod
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
-        raise NotImplementedError
+        """The backend's own evaluation of a valid variant."""
 
+    @abstractmethod
     def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
                   budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
-        raise NotImplementedError
+        """The backend's own capacity search of a valid variant."""

@@ -104,7 +104,7 @@ class TorchBackend(CheckedBackend):
         self.int4_group_size = int4_group_size
         self.threads = threads
         self.compile = compile
-        self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
+        self.probe_budget = probe_budget or ProbeBudget.measured()
 
     # ------------------------------------------------------------------ building
 

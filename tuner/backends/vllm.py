@@ -124,7 +124,7 @@ class VLLMBackend(CheckedBackend):
         probe_budget: ProbeBudget | None = None,
     ):
         self.model_path = model_path
-        self.probe_budget = probe_budget or ProbeBudget(max_probes=8, max_seconds=600)
+        self.probe_budget = probe_budget or ProbeBudget.measured()
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="tuner-vllm-"))
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s

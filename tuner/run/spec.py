@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner import __version__, catalog
 from tuner.bench.lengths import workload_length_pairs
+from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError
 from tuner.knobs import get as get_knob
 from tuner.perf.capacity import LoadMode, ProbeBudget
@@ -210,19 +211,9 @@ def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> Sear
         raise InputError(str(exc)) from exc
 
 
-# A measured capacity search starts real load per probe: bounded in time by default, so a tune on
-# a slow device (a CPU) still finishes trials instead of spending minutes on one variant.
-MEASURED_PROBES = 8
-MEASURED_PROBE_SECONDS = 180.0
-
-
 def _probe_budget(backend: str, probes: int | None, seconds: float | None) -> dict[str, Any]:
     """The capacity search's budget: the flags, else the backend's default (validated later)."""
-    budget: dict[str, Any] = (
-        {"max_probes": MEASURED_PROBES, "max_seconds": MEASURED_PROBE_SECONDS}
-        if backend in ("torch", "vllm")
-        else {}
-    )
+    budget = ProbeBudget.measured().model_dump() if backend in MEASURING_BACKENDS else {}
     if probes is not None:
         budget["max_probes"] = probes
     if seconds is not None:
