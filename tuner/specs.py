@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
+from tuner.calibration_schema import Calibration
 from tuner.knobs.declared import KVDtype, Quantization
 from tuner.knobs.models import (
     EngineConfigBase,
@@ -102,6 +103,9 @@ class GPUProfile(_Strict):
     pcie_gbps: float = Field(gt=0, description="PCIe bandwidth per direction, GB/s")
     tdp_w: float = Field(ge=0, description="Board power, W; 0 = unknown (no energy estimate)")
     source: str = Field(min_length=8, description="Datasheet URL")
+    calibration: Calibration | None = Field(
+        default=None, description="Fitted by `tuner calibrate` on this device; None = datasheet"
+    )
 
     @property
     def supports_fp8(self) -> bool:
