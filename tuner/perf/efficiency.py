@@ -17,9 +17,13 @@ README reports 1397 GB/s of 2039 GB/s on A100 for Llama-2-7B bf16); large cuBLAS
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
 
-__all__ = ["DEFAULT_EFFICIENCY", "Efficiency"]
+if TYPE_CHECKING:
+    from tuner.calibration_schema import Calibration
+
+__all__ = ["DEFAULT_EFFICIENCY", "Efficiency", "efficiency_of"]
 
 MAX_BANDWIDTH_FRACTION = 0.95
 MAX_FLOPS_FRACTION = 0.85
@@ -93,3 +97,10 @@ class Efficiency:
 
 
 DEFAULT_EFFICIENCY = Efficiency()
+
+
+def efficiency_of(calibration: Calibration | None) -> Efficiency:
+    """The efficiency constants of a device: its calibration's fitted ones over the defaults."""
+    if calibration is None:
+        return DEFAULT_EFFICIENCY
+    return replace(DEFAULT_EFFICIENCY, **calibration.efficiency)
