@@ -25,6 +25,10 @@ class CheckedBackend(ABC):
 
     name: str
 
+    def cannot_run(self, config: EngineConfig, ctx: Context) -> str | None:
+        """Why this backend cannot run `config` under `ctx` (None: it can), without running it."""
+        return invalid_reason(config, ctx)
+
     def evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Predict or measure `config` under `ctx.workload`; never raises."""
         if reason := invalid_reason(config, ctx):

@@ -156,6 +156,28 @@ class VLLMBackend(CheckedBackend):
             *self.extra_args,
         ]  # fmt: skip
 
+    def cannot_run(self, config: EngineConfig, ctx: Context) -> str | None:
+        """The validity rules, then what this server cannot take: options the exporter cannot
+        express, and a quantization that needs a pre-quantized checkpoint when the original
+        weights are served (no --model-path)."""
+        from tuner.export import vllm as vllm_export
+
+        if reason := super().cannot_run(config, ctx):
+            return reason
+        kwargs = {"version": self.version} if self.version else {}
+        try:
+            vllm_export.serve_args(config, ctx.model.name, **kwargs)
+        except TunerError as exc:
+            return f"vLLM cannot express this variant: {exc}"
+        checkpoint = (
+            vllm_export.VERSIONS[self.version or vllm_export.LATEST]
+            .quantization[config.quantization]
+            .checkpoint
+        )
+        if checkpoint and self.model_path is None:
+            return f"{config.quantization.value} needs {checkpoint}, not the original weights"
+        return None
+
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
         return self._with_server(config, ctx, self._measure)

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from tuner import knobs
 from tuner.cli.app import app, console, guarded
+from tuner.cli.confirm_cmd import run_confirm, screen_options
 from tuner.cli.knob_flags import knob_options
 from tuner.cli.options import (
     AcceptanceRate,
@@ -58,6 +59,7 @@ from tuner.cli.output import print_note, print_table, say
 from tuner.cli.tune_summary import print_capacity_summary
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
+from tuner.run.confirm import ConfirmOptions
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
     DEFAULT_NUM_GPUS,
@@ -74,6 +76,8 @@ from tuner.search.trials import ATTR_METRICS
 from tuner.specs import DEFAULT_SAMPLER, GPUProfile
 
 __all__ = ["export", "report", "tune_command"]
+
+RepeatConfig = Annotated[Path | None, typer.Option(help="run.yaml of an earlier run to repeat")]
 
 
 def _load_text(spec: RunSpec) -> str:
@@ -161,6 +165,7 @@ def _print_outcome(outcome: TuneOutcome) -> None:
 @app.command("tune")
 @guarded
 @knob_options("choices")
+@screen_options
 def tune_command(
     ctx: typer.Context,
     model: MaybeModelName = None,
@@ -196,11 +201,10 @@ def tune_command(
     study: StudyName = "tuner",
     out: OutDir = Path("reports"),
     run_dir: RunDir = None,
-    config: Annotated[Path | None, typer.Option(help="run.yaml of an earlier run to repeat")] = (
-        None
-    ),
+    config: RepeatConfig = None,
     resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
     knob_flags: dict[str, str | None] | None = None,
+    screen_flags: ConfirmOptions | None = None,
     jobs: Annotated[int, typer.Option(help="Local worker processes on this study")] = 1,
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
@@ -230,6 +234,8 @@ def tune_command(
     folder, fresh = _target_folder(spec, resume=resume, run_dir=run_dir, out=out)
     overrides = {"trials": trials, "timeout_s": timeout}
     spec = spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    if screen_flags is not None:  # a screened tune: sim screen, measured confirmation
+        return run_confirm(spec, folder, fresh, screen_flags, jobs, _progress)
     with _progress(spec) as callback:
         outcome = tune(spec, folder, resume=resume is not None, fresh=fresh, callbacks=[callback],
                        jobs=jobs)  # fmt: skip

@@ -1,0 +1,190 @@
+"""`tuner tune --screen sim --confirm K`: the flags of a multi-fidelity tune and its printout.
+
+`screen_options` adds the flags to `tune` and hands the command one checked `ConfirmOptions`
+(or None when no flag was given), so `tune` itself only branches on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from optuna.trial import FrozenTrial
+from pydantic import ValidationError
+from rich.markup import escape
+from rich.table import Table
+
+from tuner.cli.output import print_table, say
+from tuner.cli.tune_summary import short_config
+from tuner.detect import MEASURING_BACKENDS
+from tuner.errors import InputError, NoFeasibleConfigError, echo
+from tuner.run.confirm import SCREENS, ConfirmedVariant, ConfirmOptions, screen_spec
+from tuner.run.confirm_baseline import describe
+from tuner.run.confirm_run import ConfirmOutcome, confirmed_tune, gain_text
+from tuner.run.spec import RunSpec
+from tuner.run.tune import TuneOutcome
+
+__all__ = ["SCREEN_PARAM", "run_confirm", "screen_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+SCREEN_PARAM = "screen_flags"  # the keyword the decorated command receives
+_FLAGS = {
+    "screen": Annotated[str | None, typer.Option(
+        help="Screen the space with this predictor, then measure the best on --backend: sim")],
+    "confirm": Annotated[int | None, typer.Option(
+        help="With --screen: variants of the predicted front to measure (default 3), plus the "
+        "engine defaults")],
+    "confirm_seconds": Annotated[float | None, typer.Option(
+        help="With --screen: measurement time budget; variants not started by then are skipped")],
+    "refit": Annotated[bool, typer.Option(
+        help="With --screen: refit the device profile from the measurements (RUN/device.yaml)")],
+}  # fmt: skip
+
+
+def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | None:
+    """The screen flags as ConfirmOptions (None when none is given); InputError on a bad mix."""
+    screen = flags["screen"]
+    if screen is None:
+        given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v not in (None, False)]
+        if given:
+            raise InputError(f"{', '.join(given)} needs --screen sim (a screened tune)")
+        return None
+    if screen not in SCREENS:
+        raise InputError(f"--screen {echo(screen)}: not a predictor; allowed: "
+                         f"{', '.join(SCREENS)}")  # fmt: skip
+    if kwargs.get("backend") not in MEASURING_BACKENDS:
+        raise InputError(f"--screen {screen} --confirm measures on a real backend: use --backend "
+                         f"{' or '.join(MEASURING_BACKENDS)} (got --backend "
+                         f"{echo(str(kwargs.get('backend')))})")  # fmt: skip
+    for name in ("resume", "config", "storage"):
+        if kwargs.get(name) is not None:
+            raise InputError(f"--screen cannot be combined with --{name} (a screened tune is "
+                             "one new run folder)")  # fmt: skip
+    try:
+        return ConfirmOptions(screen=screen, confirm=3 if flags["confirm"] is None
+                              else flags["confirm"], confirm_seconds=flags["confirm_seconds"],
+                              refit=flags["refit"])  # fmt: skip
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-")
+        raise InputError(f"{flag} {echo(str(err['input']))}: {err['msg']}") from None
+
+
+def screen_options(func: F) -> F:
+    """Add --screen, --confirm, --confirm-seconds and --refit; the command receives
+    `screen_flags=ConfirmOptions | None`, checked against its other flags."""
+    sig = inspect.signature(func, eval_str=True)
+    own = [p for p in sig.parameters.values() if p.name != SCREEN_PARAM]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                               default=False if name == "refit" else None, annotation=kind)
+             for name, kind in _FLAGS.items()]  # fmt: skip
+
+    @functools.wraps(func)
+    def command(**kwargs: Any) -> Any:
+        flags = {name: kwargs.pop(name) for name in _FLAGS}
+        return func(**kwargs, **{SCREEN_PARAM: _checked(flags, kwargs)})
+
+    command.__signature__ = sig.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in [*own, *added]}
+    return command  # type: ignore[return-value]
+
+
+def _label(v: ConfirmedVariant) -> str:
+    if v.role == "baseline":
+        return "engine defaults"
+    return f"rank {v.predicted_rank} (screen trial {v.screen_trial})"
+
+
+def _announce(screen: TuneOutcome, variants: list[ConfirmedVariant], passed: list[str]) -> None:
+    done = sum(r.state in ("complete", "pruned") for r in screen.records)
+    say(f"screen: {done} sim trials in {screen.wall_s:.1f} s ({screen.run_dir})")
+    for line in passed:
+        say(f"  not measurable here, passed over: {line}")
+    if len(variants) == 1:
+        say("  the screen predicted no variant meeting the SLA: measuring the engine defaults")
+    say(f"measuring {len(variants)} variants:")
+    for v in variants:
+        say(f"  {_label(v)}: {short_config(v.config)}")
+
+
+def _reported(v: ConfirmedVariant) -> None:
+    if v.status == "skipped":
+        say(f"skipped {_label(v)}: {v.reason}")
+        return
+    if v.status == "infeasible" or v.measured is None or v.predicted is None:
+        say(f"measured {_label(v)}: could not run: {v.reason}")
+        return
+    m, p = v.measured, v.predicted
+    say(f"measured {_label(v)}: {m.capacity_tok_s_per_gpu:,.1f} tok/s per GPU at the SLA "
+        f"({m.capacity_rps_per_gpu:,.3g} req/s); predicted {p.capacity_tok_s_per_gpu:,.1f}; "
+        f"{v.capacity.probes if v.capacity else 0} probes, {v.wall_s:.0f} s")  # fmt: skip
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.0%}"
+
+
+def _num(x: float | None, fmt: str = ",.1f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _table(outcome: ConfirmOutcome) -> Table:
+    pct = outcome.spec.sla.percentile
+    t = Table(title="confirmed variants: predicted vs measured (capacity = tok/s per GPU at SLA)")
+    for col in ("variant", "knobs", "status", "pred cap", "meas cap", "err", f"TTFT P{pct} p/m",
+                f"TPOT P{pct} p/m"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("variant", "knobs") else "right")
+    for v in outcome.variants:
+        p, m = v.predicted, v.measured
+        mark = " *" if v is outcome.recommended else ""
+        t.add_row(
+            escape(_label(v) + mark), escape(short_config(v.config)), v.status,
+            _num(p.capacity_tok_s_per_gpu if p else None),
+            _num(m.capacity_tok_s_per_gpu if m else None),
+            _pct(v.rel_error("capacity_tok_s_per_gpu")),
+            f"{_num(p.ttft_ms if p else None, ',.0f')}/{_num(m.ttft_ms if m else None, ',.0f')}",
+            f"{_num(p.tpot_ms if p else None, ',.1f')}/{_num(m.tpot_ms if m else None, ',.1f')}",
+        )  # fmt: skip
+    return t
+
+
+def _print(outcome: ConfirmOutcome) -> None:
+    print_table(_table(outcome))
+    say("err: predicted / measured - 1; p/m: predicted / measured at the measured capacity load")
+    say(f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}")
+    for name in ("confirm.csv", "report.html", "best.yaml", "screen"):
+        say(f"  {name}: {outcome.files[name]}")
+    rec = outcome.recommended
+    if rec is None:
+        raise NoFeasibleConfigError(
+            "no measured variant met the SLA (confirm.csv says how each did); the simulator's "
+            f"unmeasured pick is in {outcome.files['screen'] / 'best.yaml'}"
+        )
+    say(f"recommended (measured): {_label(rec)}: {short_config(rec.config)}", style="bold")
+    say(gain_text(outcome), style="bold")
+    if "exports" in outcome.files:
+        say(f"  exports: {outcome.files['exports']}")
+
+
+def run_confirm(
+    spec: RunSpec,
+    folder: Path,
+    fresh: bool,
+    options: ConfirmOptions,
+    jobs: int,
+    progress: Callable[[RunSpec], AbstractContextManager[Callable[[Any, FrozenTrial], None]]],
+) -> None:
+    """Run the screened tune with tune's progress display for the screen, and print it."""
+    screening = screen_spec(spec)
+    with progress(screening) as callback:
+        outcome = confirmed_tune(spec, folder, options, fresh=fresh, jobs=jobs,
+                                 callbacks=[callback], on_screened=_announce,
+                                 on_variant=_reported)  # fmt: skip
+    say(f"{len(outcome.variants)} variants measured by {spec.backend} in {outcome.wall_s:.0f} s "
+        "(screen included)")  # fmt: skip
+    _print(outcome)

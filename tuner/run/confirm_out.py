@@ -1,0 +1,129 @@
+"""The files of a multi-fidelity tune: confirm.csv (predicted vs measured per confirmed variant),
+confirm.yaml (every input and result), best.yaml and exports/ from the measured recommendation."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tuner.run.capacity_out import capacity_block
+from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
+from tuner.run.folder import write_exports
+from tuner.run.spec import RunSpec
+from tuner.search.trials import KNOBS
+
+__all__ = ["CONFIRM_RULE", "confirm_rows", "write_best_measured", "write_confirm_csv",
+           "write_confirm_yaml"]  # fmt: skip
+
+CONFIRM_RULE = (
+    "Only measured variants are recommended: the highest measured capacity (output tokens/s per "
+    "GPU at the highest load meeting every SLA bound), ties to lower TPOT. The simulator only "
+    "chose which variants to measure."
+)
+# predicted/measured pairs of confirm.csv: (column stem, Side field)
+_PAIRS = (("capacity_load", "capacity_load"), ("capacity_rps_per_gpu", "capacity_rps_per_gpu"),
+          ("capacity_tok_s_per_gpu", "capacity_tok_s_per_gpu"))  # fmt: skip
+
+
+def _round(x: float | None, digits: int = 4) -> float | str:
+    return "" if x is None else round(float(x), digits)
+
+
+def confirm_rows(
+    variants: list[ConfirmedVariant], spec: RunSpec, recommended: ConfirmedVariant | None
+) -> list[dict[str, Any]]:
+    """One row per confirmed variant: knobs, status, predicted and measured values, errors."""
+    pct = spec.sla.percentile
+    rows = []
+    for v in variants:
+        cfg = v.config.model_dump(mode="json")
+        p, m = v.predicted, v.measured
+        row: dict[str, Any] = {
+            "role": v.role, "predicted_rank": v.predicted_rank or "",
+            "screen_trial": "" if v.screen_trial is None else v.screen_trial,
+            **{k: cfg[k] for k in KNOBS}, "status": v.status, "meets_sla": v.meets_sla,
+            "recommended": v is recommended, "load_mode": spec.capacity_load,
+        }  # fmt: skip
+        for stem, field in _PAIRS:
+            row[f"predicted_{stem}"] = _round(getattr(p, field) if p else None)
+            row[f"measured_{stem}"] = _round(getattr(m, field) if m else None)
+        row["capacity_rel_error"] = _round(v.rel_error("capacity_tok_s_per_gpu"))
+        row["compared_load"] = _round(v.compared_load)
+        for name in ("ttft", "tpot"):
+            field = f"{name}_ms"
+            row[f"predicted_{name}_p{pct}_ms"] = _round(getattr(p, field) if p else None, 2)
+            row[f"measured_{name}_p{pct}_ms"] = _round(getattr(m, field) if m else None, 2)
+            row[f"{name}_rel_error"] = _round(v.rel_error(field))
+        extra = v.metrics.extra if v.metrics else {}
+        row["probes"] = v.capacity.probes if v.capacity else ""
+        row["budget_exhausted"] = v.capacity.budget_exhausted if v.capacity else ""
+        row["wall_s"] = v.wall_s
+        row["platform_note"] = extra.get("platform_note", "")
+        row["reason"] = v.reason or ""
+        rows.append(row)
+    return rows
+
+
+def write_confirm_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    """confirm.csv from `confirm_rows`."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text(buffer.getvalue())
+
+
+def write_confirm_yaml(
+    path: Path, spec: RunSpec, options: ConfirmOptions, baseline_source: str,
+    variants: list[ConfirmedVariant], passed_over: list[str], gain: float | None,
+) -> None:  # fmt: skip
+    """confirm.yaml: the run's inputs, the options, and every confirmed variant in full."""
+    data = {
+        "options": options.model_dump(mode="json"),
+        "baseline_source": baseline_source,
+        "gain_over_defaults": gain,
+        "passed_over": passed_over,
+        "variants": [v.model_dump(mode="json") for v in variants],
+        "spec": spec.model_dump(mode="json"),
+    }
+    path.write_text("# tuner tune --screen: measured confirmation\n"
+                    + yaml.safe_dump(data, sort_keys=False))  # fmt: skip
+
+
+def _summary(v: ConfirmedVariant, pct: int) -> dict[str, Any]:
+    m = v.measured
+    return {
+        "role": v.role, "predicted_rank": v.predicted_rank, "screen_trial": v.screen_trial,
+        "status": v.status, "meets_sla": v.meets_sla, "config": v.config.model_dump(mode="json"),
+        "capacity_tok_s_per_gpu": m.capacity_tok_s_per_gpu if m else None,
+        f"ttft_p{pct}_ms": m.ttft_ms if m else None, f"tpot_p{pct}_ms": m.tpot_ms if m else None,
+    }  # fmt: skip
+
+
+def write_best_measured(
+    spec: RunSpec, recommended: ConfirmedVariant | None, baseline: ConfirmedVariant,
+    gain: float | None, run_dir: Path,
+) -> dict[str, Path]:  # fmt: skip
+    """best.yaml (and exports/ when something met the SLA) from the measured recommendation."""
+    pct = spec.sla.percentile
+    data: dict[str, Any] = {"sla": spec.sla.model_dump(mode="json"), "rule": CONFIRM_RULE,
+                            "mode": "confirmed", "recommended": None}  # fmt: skip
+    files = {"best.yaml": run_dir / "best.yaml"}
+    if recommended is not None:
+        rec = _summary(recommended, pct)
+        cap, metrics = recommended.capacity, recommended.metrics
+        assert cap is not None and metrics is not None
+        rec.update(capacity_block(cap, recommended.config, metrics, pct))
+        rec["backend"] = metrics.backend
+        data["recommended"] = rec
+        write_exports(recommended.config, spec, run_dir / "exports", metrics)
+        files["exports"] = run_dir / "exports"
+    data["baseline"] = _summary(baseline, pct)
+    data["gain_over_defaults"] = gain
+    data["screen"] = "screen/best.yaml holds the simulator's own (unmeasured) pick"
+    files["best.yaml"].write_text(yaml.safe_dump(data, sort_keys=False))
+    return files

@@ -1,0 +1,168 @@
+"""`tuner tune --screen sim --confirm K` as a library call: screen with the simulator, measure the
+top-K plus the engine defaults on the real backend, recommend from the measurements only."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from tuner.backends import Backend, get_backend
+from tuner.detect import MEASURING_BACKENDS
+from tuner.errors import InputError
+from tuner.run.confirm import (
+    ConfirmedVariant,
+    ConfirmOptions,
+    gain_over_defaults,
+    measure_variants,
+    pick_candidates,
+    recommend_measured,
+    screen_spec,
+)
+from tuner.run.confirm_baseline import describe, engine_defaults
+from tuner.run.confirm_out import (
+    confirm_rows,
+    write_best_measured,
+    write_confirm_csv,
+    write_confirm_yaml,
+)
+from tuner.run.folder import make_run_dir
+from tuner.run.report_confirm import parity_figures, render_confirm_html
+from tuner.run.spec import RunSpec
+from tuner.run.tune import TuneOutcome, tune
+
+__all__ = ["ConfirmOutcome", "check_confirm_run", "confirmed_tune", "gain_text"]
+
+SCREEN_DIR = "screen"
+
+
+@dataclass
+class ConfirmOutcome:
+    """What a multi-fidelity tune produced."""
+
+    spec: RunSpec
+    options: ConfirmOptions
+    run_dir: Path
+    screen: TuneOutcome
+    baseline_source: str
+    variants: list[ConfirmedVariant]
+    passed_over: list[str]
+    recommended: ConfirmedVariant | None
+    gain: float | None
+    files: dict[str, Path] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def baseline(self) -> ConfirmedVariant:
+        """The engine-defaults variant (always the first measured)."""
+        return self.variants[0]
+
+
+def gain_text(outcome: ConfirmOutcome) -> str:
+    """ "+X% capacity over the engine defaults", or why there is no such figure."""
+    if outcome.recommended is None:
+        return "no measured variant met the SLA: nothing to compare with the engine defaults"
+    if outcome.gain is None:
+        why = outcome.baseline.reason or "no load probed met the SLA"
+        return f"the engine defaults did not meet the SLA ({why})"
+    if outcome.recommended is outcome.baseline:
+        return "+0% capacity over the engine defaults: the defaults measured best"
+    return f"{outcome.gain:+.0%} capacity over the engine defaults"
+
+
+def check_confirm_run(spec: RunSpec, run_dir: Path) -> None:
+    """Refuse a run that cannot be confirmed, before any work: one line each."""
+    if spec.backend not in MEASURING_BACKENDS:
+        allowed = " or ".join(MEASURING_BACKENDS)
+        raise InputError(f"--confirm measures on a real backend: use --backend {allowed} "
+                         f"(got --backend {spec.backend})")  # fmt: skip
+    if not spec.is_capacity:
+        raise InputError("--screen compares capacities: drop --rate/--concurrency")
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise InputError(f"{run_dir}: not an empty folder; a --screen run needs a new run folder")
+
+
+def _backend(spec: RunSpec, run_dir: Path) -> Backend:
+    options = dict(spec.backend_options)
+    if spec.backend == "vllm":
+        options.setdefault("run_dir", str(run_dir / "vllm-logs"))
+    return get_backend(spec.backend, **options)
+
+
+def _write(outcome: ConfirmOutcome) -> None:
+    spec, run_dir = outcome.spec, outcome.run_dir
+    rows = confirm_rows(outcome.variants, spec, outcome.recommended)
+    files = {"confirm.csv": run_dir / "confirm.csv", "confirm.yaml": run_dir / "confirm.yaml",
+             "report.html": run_dir / "report.html"}  # fmt: skip
+    write_confirm_csv(rows, files["confirm.csv"])
+    write_confirm_yaml(files["confirm.yaml"], spec, outcome.options, outcome.baseline_source,
+                       outcome.variants, outcome.passed_over, outcome.gain)  # fmt: skip
+    files.update(write_best_measured(spec, outcome.recommended, outcome.baseline, outcome.gain,
+                                     run_dir))  # fmt: skip
+    lines = [
+        gain_text(outcome),
+        f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}",
+    ]
+    lines += [f"not measurable here: {p}" for p in outcome.passed_over]
+    lines += [f"skipped: {_label(v)}: {v.reason}" for v in outcome.variants
+              if v.status == "skipped"]  # fmt: skip
+    title = (
+        f"tuner: {spec.model.name} on {spec.gpu.name}, screened by sim, measured by {spec.backend}"
+    )
+    page = render_confirm_html(title, lines, rows,
+                               parity_figures(outcome.variants, spec.sla.percentile),
+                               ok=outcome.recommended is not None)  # fmt: skip
+    files["report.html"].write_text(page)
+    outcome.files = {**files, "screen": run_dir / SCREEN_DIR}
+
+
+def _label(v: ConfirmedVariant) -> str:
+    return "engine defaults" if v.role == "baseline" else f"rank {v.predicted_rank}"
+
+
+def confirmed_tune(
+    spec: RunSpec,
+    run_dir: Path,
+    options: ConfirmOptions,
+    *,
+    fresh: bool = False,
+    jobs: int = 1,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+    backend: Backend | None = None,
+    on_screened: Callable[[TuneOutcome, list[ConfirmedVariant], list[str]], None] = (
+        lambda s, v, p: None
+    ),
+    on_variant: Callable[[ConfirmedVariant], None] = lambda v: None,
+) -> ConfirmOutcome:
+    """Screen `spec`'s space with the simulator into RUN/screen, measure the engine defaults and
+    the top `options.confirm` predicted variants, write the run folder from the measurements."""
+    started = time.perf_counter()
+    check_confirm_run(spec, run_dir)
+    make_run_dir(run_dir)
+    try:
+        real = backend or _backend(spec, run_dir)
+        screened = tune(screen_spec(spec), run_dir / SCREEN_DIR, fresh=True, callbacks=callbacks,
+                        jobs=jobs)  # fmt: skip
+    except BaseException:
+        if fresh:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    base_config, source = engine_defaults(real, spec.gpu)
+    baseline = ConfirmedVariant(role="baseline", predicted_rank=None, screen_trial=None,
+                                config=base_config)  # fmt: skip
+    candidates, passed = pick_candidates(screened.records, spec, real, options.confirm,
+                                         base_config)  # fmt: skip
+    variants = [baseline, *candidates]
+    on_screened(screened, variants, passed)
+    measure_variants(variants, spec, real, options.confirm_seconds, on_variant)
+    recommended = recommend_measured(variants)
+    outcome = ConfirmOutcome(spec, options, run_dir, screened, source, variants, passed,
+                             recommended, gain_over_defaults(recommended, baseline))  # fmt: skip
+    _write(outcome)
+    outcome.wall_s = time.perf_counter() - started
+    return outcome

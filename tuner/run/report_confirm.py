@@ -1,0 +1,140 @@
+"""The report of a multi-fidelity tune: the measured recommendation, the confirmed variants'
+table, and parity charts of predicted against measured (capacity, TTFT, TPOT) with the y = x
+line. Self-contained like the tune report (plotly.js embedded); the screen's own report is
+RUN/screen/report.html."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from tuner.run.confirm import ConfirmedVariant
+
+__all__ = ["parity_figures", "render_confirm_html"]
+
+# Measured (x) against predicted (y) per quantity: (figure id, title, Side field, axis unit).
+_PARITY = (
+    ("parity-capacity", "Capacity: predicted vs measured", "capacity_tok_s_per_gpu",
+     "output tok/s per GPU at the SLA"),
+    ("parity-latency", "Latency at the compared load: predicted vs measured", None, "ms"),
+)  # fmt: skip
+_COLORS = {"baseline": "#d62728", "candidate": "#1f77b4"}
+
+
+def _label(v: ConfirmedVariant) -> str:
+    return "engine defaults" if v.role == "baseline" else f"rank {v.predicted_rank}"
+
+
+def _pairs(variants: list[ConfirmedVariant], field: str) -> list[tuple[ConfirmedVariant, float,
+                                                                          float]]:  # fmt: skip
+    out = []
+    for v in variants:
+        if v.predicted is None or v.measured is None:
+            continue
+        p, m = getattr(v.predicted, field), getattr(v.measured, field)
+        if p is not None and m is not None and (field.endswith("_ms") or m > 0):
+            out.append((v, float(m), float(p)))
+    return out
+
+
+def _trace(name: str, pairs: list[tuple[ConfirmedVariant, float, float]], symbol: str
+           ) -> dict[str, Any]:  # fmt: skip
+    return {
+        "type": "scatter", "mode": "markers+text", "name": name,
+        "x": [m for _, m, _ in pairs], "y": [p for _, _, p in pairs],
+        "text": [_label(v) for v, _, _ in pairs], "textposition": "top center",
+        "marker": {"size": 12, "symbol": symbol,
+                   "color": [_COLORS[v.role] for v, _, _ in pairs]},
+        "hovertemplate": "%{text}<br>measured %{x:.4g}<br>predicted %{y:.4g}<extra></extra>",
+    }  # fmt: skip
+
+
+def _parity(title: str, traces: list[dict[str, Any]], unit: str, log: bool) -> dict[str, Any]:
+    values = [x for t in traces for x in (*t["x"], *t["y"]) if x > 0]
+    lo, hi = (min(values), max(values)) if values else (1.0, 10.0)
+    lo, hi = lo / 1.5, hi * 1.5
+    diagonal = {
+        "type": "scatter",
+        "mode": "lines",
+        "name": "y = x (exact)",
+        "x": [lo, hi],
+        "y": [lo, hi],
+        "line": {"dash": "dash", "color": "#555"},
+        "hoverinfo": "skip",
+    }
+    axis = {"type": "log" if log else "linear"}
+    return {
+        "data": [diagonal, *traces],
+        "layout": {"title": {"text": title}, "height": 440,
+                   "xaxis": {**axis, "title": {"text": f"measured ({unit})"}},
+                   "yaxis": {**axis, "title": {"text": f"predicted ({unit})"}}},
+    }  # fmt: skip
+
+
+def parity_figures(variants: list[ConfirmedVariant], pct: int) -> dict[str, dict[str, Any]]:
+    """Figure id -> Plotly figure dict: capacity parity, and TTFT/TPOT parity (log axes)."""
+    cap = _pairs(variants, "capacity_tok_s_per_gpu")
+    figs = {_PARITY[0][0]: _parity(_PARITY[0][1], [_trace("capacity", cap, "circle")],
+                                   _PARITY[0][3], log=False)}  # fmt: skip
+    latency = [_trace(f"TTFT P{pct}", _pairs(variants, "ttft_ms"), "circle"),
+               _trace(f"TPOT P{pct}", _pairs(variants, "tpot_ms"), "diamond")]  # fmt: skip
+    figs[_PARITY[1][0]] = _parity(_PARITY[1][1], latency, _PARITY[1][3], log=True)
+    return figs
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = list(rows[0]) if rows else []
+    out = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        cls = ' class="recommended"' if row.get("recommended") is True else ""
+        cells = "".join(f"<td>{html.escape(str(row[h]))}</td>" for h in head)
+        out.append(f"<tr{cls}>{cells}</tr>")
+    return '<table class="confirm">' + "".join(out) + "</table>"
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f3f3f3} tr.recommended td{background:#fff3b0;font-weight:bold}
+.ok{background:#eef8ee;padding:8px}.fail{background:#fdeaea;padding:8px}
+.plot{margin:16px 0;max-width:900px} #js-errors{color:#b00}
+"""
+
+
+def render_confirm_html(
+    title: str, lines: list[str], rows: list[dict[str, Any]], figs: dict[str, dict[str, Any]],
+    ok: bool,
+) -> str:  # fmt: skip
+    """The self-contained page: summary lines, the confirmed variants' table, parity charts."""
+    from plotly.offline import get_plotlyjs
+
+    summary = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    divs = "".join(f'<div class="plot" id="{fid}"></div>' for fid in figs)
+    script = "\n".join(
+        f"Plotly.newPlot({json.dumps(fid)}, {json.dumps(f['data'])}, {json.dumps(f['layout'])},"
+        " {responsive: true});"
+        for fid, f in figs.items()
+    )
+    onerror = (
+        "window.addEventListener('error', function(e){var d=document.getElementById('js-errors');"
+        "d.textContent += 'JavaScript error: ' + e.message + '\\n';});"
+    )
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>{_CSS}</style><script>{onerror}</script>
+<script>{get_plotlyjs()}</script></head>
+<body><h1>{html.escape(title)}</h1>
+<pre id="js-errors"></pre>
+<div class="{"ok" if ok else "fail"}">{summary}</div>
+<p>The simulator's screen of the whole space: <a href="screen/report.html">screen/report.html</a>.
+</p>
+<h2>Confirmed variants: predicted vs measured</h2>{_table(rows)}
+<h2>Parity</h2>{divs}
+<script>{script}
+document.body.setAttribute('data-plots-rendered',
+  document.querySelectorAll('.plot .main-svg').length);
+</script>
+</body></html>
+"""
