@@ -2,7 +2,7 @@
 
 It stands in for `torch` (tests swap it into `tuner.backends.BACKENDS`): each variant's TTFT
 grows linearly with the offered rate, so its capacity is `10 * max_num_seqs / 64` req/s at a
-1000 ms TTFT bound; a variant with max_num_seqs above `refuse_above` cannot run here.
+1000 ms TTFT bound; the variants listed in `refused` cannot run here.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import time
 from tuner.backends.base import CheckedBackend
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics, Percentiles
-
-REFUSE_ABOVE = 400
 
 
 def _p(v: float) -> Percentiles:
@@ -25,14 +23,15 @@ class FakeMeasured(CheckedBackend):
 
     name = "torch"
     measured: list[EngineConfig] = []  # class-wide: the CLI builds its own instance
+    refused: list[EngineConfig] = []
     seconds_per_variant = 0.0
 
     def __init__(self, **_options: object) -> None:
         pass
 
     def cannot_run(self, config: EngineConfig, ctx: Context) -> str | None:
-        if config.max_num_seqs > REFUSE_ABOVE:
-            return f"max_num_seqs {config.max_num_seqs} > {REFUSE_ABOVE} cannot run here"
+        if config in self.refused:
+            return "refused by the fake"
         return super().cannot_run(config, ctx)
 
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:

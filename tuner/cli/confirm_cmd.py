@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -25,7 +26,7 @@ from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, NoFeasibleConfigError, echo
 from tuner.run.confirm import SCREENS, ConfirmedVariant, ConfirmOptions, screen_spec
 from tuner.run.confirm_baseline import describe
-from tuner.run.confirm_run import ConfirmOutcome, confirmed_tune, gain_text
+from tuner.run.confirm_run import ConfirmOutcome, check_confirm_run, confirmed_tune, gain_text
 from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome
 
@@ -72,7 +73,7 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
     except ValidationError as exc:
         err = exc.errors()[0]
         flag = "--" + str(err["loc"][0]).replace("_", "-")
-        raise InputError(f"{flag} {echo(str(err['input']))}: {err['msg']}") from None
+        raise InputError(f"{flag} {err['input']}: {err['msg']}") from None
 
 
 def screen_options(func: F) -> F:
@@ -180,6 +181,12 @@ def run_confirm(
     progress: Callable[[RunSpec], AbstractContextManager[Callable[[Any, FrozenTrial], None]]],
 ) -> None:
     """Run the screened tune with tune's progress display for the screen, and print it."""
+    try:
+        check_confirm_run(spec, folder)  # before the progress line: an error stays one line
+    except InputError:
+        if fresh:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     screening = screen_spec(spec)
     with progress(screening) as callback:
         outcome = confirmed_tune(spec, folder, options, fresh=fresh, jobs=jobs,

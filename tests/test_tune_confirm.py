@@ -1,0 +1,261 @@
+"""`tuner tune --screen sim --confirm K`: the sim screen picks, a measuring backend confirms.
+
+Fast: a closed-form measuring backend (tests/_fake_measured.py) stands in for `torch`; the
+screen is the real simulator on llama-tiny-20m. The real-vLLM run is the `slow` test at the end.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tests._fake_measured import FakeMeasured
+from tuner import catalog
+from tuner.backends import BACKENDS
+from tuner.backends.sim import SimBackend
+from tuner.backends.vllm import VLLMBackend
+from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
+from tuner.cli import app
+from tuner.perf.capacity import Capacity, LoadPoint
+from tuner.run.confirm import (
+    ConfirmedVariant,
+    Side,
+    gain_over_defaults,
+    pick_candidates,
+    recommend_measured,
+    screen_spec,
+)
+from tuner.run.confirm_baseline import engine_defaults, vllm_batch_defaults
+from tuner.run.spec import build_run_spec
+from tuner.run.tune import tune
+from tuner.search.frontier import ranked_by_capacity
+from tuner.specs import Context, EngineConfig, Percentiles, Quantization, Workload
+
+SCREENED = ["tune", "--model", "llama-tiny-20m", "--gpu", "h100-sxm", "--backend", "torch",
+            "--num-gpus", "1", "--screen", "sim", "--trials", "30", "--ttft-ms", "1000",
+            "--tpot-ms", "100", "--isl", "128", "--osl", "32", "--num-requests", "20"]  # fmt: skip
+
+
+@pytest.fixture()
+def fake_torch(monkeypatch: pytest.MonkeyPatch) -> type[FakeMeasured]:
+    """`--backend torch` builds the closed-form FakeMeasured; its record starts empty."""
+    monkeypatch.setitem(BACKENDS, "torch", "tests._fake_measured:FakeMeasured")
+    monkeypatch.setattr(FakeMeasured, "measured", [])
+    monkeypatch.setattr(FakeMeasured, "refused", [])
+    return FakeMeasured
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    with (run / "confirm.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def _knobs(row: dict[str, str]) -> tuple[str, ...]:
+    names = ("quantization", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "draft_model",
+             "num_speculative_tokens", "enable_prefix_caching")  # fmt: skip
+    return tuple(row[n] for n in names)
+
+
+def test_screened_tune_measures_k_variants_plus_the_defaults(
+    fake_torch: type[FakeMeasured], tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "3", "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    # The defaults first, then three distinct screen variants: four servers' worth of work.
+    assert len(fake_torch.measured) == 4 and fake_torch.measured[0] == EngineConfig()
+    assert len({c.model_dump_json() for c in fake_torch.measured}) == 4
+    rows = _rows(run)
+    assert [r["role"] for r in rows] == ["baseline", "candidate", "candidate", "candidate"]
+    assert all(r["status"] == "measured" and r["predicted_capacity_tok_s_per_gpu"] for r in rows)
+    # The recommendation is the highest *measured* capacity, whatever the screen predicted.
+    best = max(rows, key=lambda r: float(r["measured_capacity_tok_s_per_gpu"]))
+    assert [r["recommended"] for r in rows].count("True") == 1 and best["recommended"] == "True"
+    pred, meas = (float(best[f"{s}_capacity_tok_s_per_gpu"]) for s in ("predicted", "measured"))
+    assert float(best["capacity_rel_error"]) == pytest.approx(pred / meas - 1, abs=1e-3)
+    gain = meas / float(rows[0]["measured_capacity_tok_s_per_gpu"]) - 1
+    assert f"{gain:+.0%} capacity over the engine defaults" in result.output
+    saved = yaml.safe_load((run / "best.yaml").read_text())
+    assert saved["mode"] == "confirmed" and saved["gain_over_defaults"] == pytest.approx(gain)
+    assert str(saved["recommended"]["config"]["max_num_seqs"]) == best["max_num_seqs"]
+    assert (run / "exports" / "vllm.sh").is_file() and (run / "screen" / "report.html").is_file()
+    page = (run / "report.html").read_text()
+    assert 'id="parity-capacity"' in page and "y = x (exact)" in page and "rank 1" in page
+    assert "baseline: the torch engine's defaults" in result.output
+
+
+def test_candidates_are_distinct_runnable_and_in_predicted_order(tmp_path: Path) -> None:
+    spec = build_run_spec(model="llama-tiny-20m", gpu="h100-sxm", backend="torch", num_gpus=1,
+                          ttft_ms=1000, tpot_ms=100, trials=40,
+                          workload_fields={"input_tokens": 128, "output_tokens": 32,
+                                           "num_requests": 20})  # fmt: skip
+    records = tune(screen_spec(spec), tmp_path / "screen", fresh=True).records
+    ranked = ranked_by_capacity(records, spec.sla)
+    backend = FakeMeasured()
+    backend.refused = [ranked[1].config]  # type: ignore[list-item]  # the runner-up cannot run
+    baseline = ranked[0].config  # the predicted best *is* the defaults: not measured twice
+    assert baseline is not None
+    chosen, passed = pick_candidates(records, spec, backend, 3, baseline)
+    assert len(chosen) == 3 and len({c.config.model_dump_json() for c in chosen}) == 3
+    assert all(c.config != baseline and c.config != ranked[1].config for c in chosen)
+    assert [c.predicted_rank for c in chosen] == sorted(c.predicted_rank or 0 for c in chosen)
+    assert chosen[0].predicted_rank == 3 and chosen[0].screen_trial == ranked[2].number
+    assert passed == [f"trial {ranked[1].number} (rank 2): refused by the fake"]
+
+
+def test_the_time_budget_skips_variants_not_started(
+    fake_torch: type[FakeMeasured], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(FakeMeasured, "seconds_per_variant", 0.5)
+    run = tmp_path / "run"
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "3", "--confirm-seconds", "0.2",
+                                      "--run-dir", str(run)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert time.perf_counter() - started < 20
+    assert len(fake_torch.measured) == 1  # the defaults, started within the budget
+    rows = _rows(run)
+    assert [r["status"] for r in rows] == ["measured", "skipped", "skipped", "skipped"]
+    assert all("--confirm-seconds budget (0.2 s) was spent" in r["reason"] for r in rows[1:])
+    assert all(r["predicted_capacity_tok_s_per_gpu"] for r in rows)  # predictions still shown
+    assert result.output.count("skipped rank") == 3
+    assert "+0% capacity over the engine defaults: the defaults measured best" in result.output
+
+
+def _variant(role: str, status: str, measured: float | None, predicted: float) -> ConfirmedVariant:
+    pct = Percentiles(mean=50, p50=50, p90=50, p95=50, p99=50)
+    point = LoadPoint(load=1.0, requests_per_s_per_gpu=1.0, output_tokens_per_s_per_gpu=1.0,
+                      ttft_ms=pct, tpot_ms=pct, meets_sla=True, meets_headroom=True)  # fmt: skip
+    cap = Capacity(mode="rate", points=[point] if measured else [])
+    side = Side(capacity_load=1.0, capacity_rps_per_gpu=1.0, capacity_tok_s_per_gpu=predicted,
+                ttft_ms=50, tpot_ms=5)  # fmt: skip
+    m = side.model_copy(update={"capacity_tok_s_per_gpu": measured or 0.0})
+    return ConfirmedVariant(role=role, predicted_rank=None if role == "baseline" else 1,  # type: ignore[arg-type]
+                            screen_trial=None, config=EngineConfig(), status=status,  # type: ignore[arg-type]
+                            predicted=side, measured=m if status == "measured" else None,
+                            capacity=cap if status == "measured" else None)  # fmt: skip
+
+
+def test_the_recommendation_comes_from_measured_variants_only() -> None:
+    base = _variant("baseline", "measured", 100.0, 90.0)
+    good = _variant("candidate", "measured", 150.0, 120.0)
+    skipped = _variant("candidate", "skipped", None, 10_000.0)  # best predicted, never measured
+    broken = _variant("candidate", "infeasible", None, 9_000.0)
+    assert recommend_measured([base, skipped, broken, good]) is good
+    assert gain_over_defaults(good, base) == pytest.approx(0.5)
+    assert recommend_measured([skipped, broken]) is None
+    missed = _variant("baseline", "measured", None, 90.0)  # no load met the SLA
+    assert gain_over_defaults(good, missed) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "sim", "--screen", "sim"], "measures on a real backend"),
+        (["--backend", "torch", "--screen", "gp"], "--screen 'gp': not a predictor"),
+        (["--backend", "torch", "--confirm", "3"], "--confirm needs --screen sim"),
+        (["--backend", "torch", "--screen", "sim", "--confirm", "0"], "--confirm 0:"),
+        (["--backend", "torch", "--screen", "sim", "--confirm-seconds", "-5"],
+         "--confirm-seconds -5"),
+        (["--backend", "torch", "--screen", "sim", "--rate", "2"], "drop --rate/--concurrency"),
+        (["--backend", "torch", "--screen", "sim", "--resume", "x"], "cannot be combined"),
+    ],
+)  # fmt: skip
+def test_bad_screen_flags_are_one_error_line_exit_2(
+    fake_torch: type[FakeMeasured], tmp_path: Path, args: list[str], message: str
+) -> None:
+    base = ["tune", "--model", "llama-tiny-20m", "--gpu", "h100-sxm", "--num-gpus", "1"]
+    result = CliRunner().invoke(app, [*base, *args, "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+    assert "Traceback" not in result.output and not fake_torch.measured
+
+
+def test_a_screened_run_needs_a_new_folder(fake_torch: type[FakeMeasured], tmp_path: Path) -> None:
+    (tmp_path / "old.txt").write_text("x")
+    result = CliRunner().invoke(app, [*SCREENED, "--run-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "not an empty folder" in result.output
+
+
+def test_vllm_defaults_follow_vllms_own_table(tmp_path: Path) -> None:
+    gpu = catalog.load_gpu
+    assert vllm_batch_defaults(gpu("h100-sxm"), cpu_build=True) == (128, 2048)
+    assert vllm_batch_defaults(gpu("h100-sxm"), cpu_build=False) == (1024, 8192)
+    assert vllm_batch_defaults(gpu("a100-80gb-sxm"), cpu_build=False) == (256, 2048)
+    assert vllm_batch_defaults(gpu("b200"), cpu_build=False) == (1024, 16384)
+    backend = VLLMBackend(model_path=str(tmp_path), run_dir=tmp_path)
+    config, source = engine_defaults(backend, gpu("h100-sxm"))
+    assert "vLLM's defaults" in source
+    assert config.max_num_seqs == (128 if backend.cpu_build else 1024)
+
+
+def test_vllm_cannot_run_what_needs_another_checkpoint(tmp_path: Path) -> None:
+    ctx = Context(model=catalog.load_model("smollm2-135m"), gpu=catalog.load_gpu("h100-sxm"),
+                  sla=catalog.load_sla("chat"), workload=Workload(input_tokens=64,
+                                                                 output_tokens=16))  # fmt: skip
+    backend = VLLMBackend(run_dir=tmp_path)
+    assert backend.cannot_run(EngineConfig(), ctx) is None
+    awq = EngineConfig(quantization=Quantization.int4_awq)
+    assert "pre-quantized AWQ" in (backend.cannot_run(awq, ctx) or "")
+    assert VLLMBackend(model_path=str(tmp_path), run_dir=tmp_path).cannot_run(awq, ctx) is None
+
+
+def test_the_sim_uses_a_calibrated_profiles_efficiency() -> None:
+    gpu = catalog.load_gpu("h100-sxm")
+    slow = Calibration(backend="vllm", model="llama-tiny-20m", measured_at="2026-12-03T00:00Z",
+                       host="test", efficiency={"step_overhead_s": 0.05},
+                       residuals={"tpot": Residual(median_abs_rel_error=0.1,
+                                                   p90_abs_rel_error=0.2, count=3)},
+                       grid=CalibrationGrid(batch=(1, 8), context=(64, 512),
+                                            chunk=(64, 512)))  # fmt: skip
+    ctx = Context(model=catalog.load_model("llama-tiny-20m"), gpu=gpu, sla=catalog.load_sla("chat"),
+                  workload=Workload(input_tokens=64, output_tokens=16, concurrency=1,
+                                    num_requests=4))  # fmt: skip
+    plain = SimBackend().evaluate(EngineConfig(), ctx)
+    calibrated = SimBackend().evaluate(
+        EngineConfig(), ctx.model_copy(update={"gpu": gpu.model_copy(update={"calibration": slow})})
+    )
+    assert calibrated.tpot_ms.p50 > plain.tpot_ms.p50 + 40  # a 50 ms step overhead shows
+
+
+# ----------------------------------------------------------------------------- real vLLM
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(tmp_path: Path) -> None:
+    """The issue's done-when: `tuner tune --backend vllm --screen sim --confirm 3 --model
+    smollm2-135m` on vLLM-CPU, with CPU-sized load and tiny probe budgets."""
+    from tests.test_vllm_backend import CPU_TPOT_MS, CPU_TTFT_MS
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "tune", "--model", "smollm2-135m", "--backend", "vllm", "--screen", "sim",
+        "--confirm", "3", "--quant", "bf16", "--kv-dtype", "auto", "--isl", "64", "--osl", "16",
+        "--num-requests", "8", "--ttft-ms", str(CPU_TTFT_MS), "--tpot-ms", str(CPU_TPOT_MS),
+        "--probes", "2", "--probe-seconds", "30", "--trials", "40", "--run-dir", str(run),
+    ])  # fmt: skip
+    print(result.output)
+    assert result.exit_code == 0, result.output
+    rows = _rows(run)
+    assert [r["role"] for r in rows] == ["baseline", "candidate", "candidate", "candidate"]
+    assert [r["status"] for r in rows] == ["measured"] * 4, [r["reason"] for r in rows]
+    assert len({_knobs(r) for r in rows}) == 4
+    assert len(list((run / "vllm-logs").glob("*.log"))) == 4  # one server per variant
+    rec = [r for r in rows if r["recommended"] == "True"]
+    assert len(rec) == 1 and rec[0]["meets_sla"] == "True"
+    assert re.search(r"[+-]\d+% capacity over the engine defaults|the engine defaults did not "
+                     r"meet the SLA", result.output)  # fmt: skip
+    for r in rows:
+        assert float(r["measured_capacity_tok_s_per_gpu"]) >= 0
+        assert r["predicted_ttft_p95_ms"] and r["measured_ttft_p95_ms"] and r["ttft_rel_error"]
+    page = (run / "report.html").read_text()
+    assert 'id="parity-capacity"' in page and 'id="parity-latency"' in page
