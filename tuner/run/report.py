@@ -7,11 +7,11 @@ and tested; `render_html` only lays the data out.
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.run.html_page import ONERROR_JS, plot_divs, plot_script
 from tuner.run.report_capacity import CapacityReport, capacity_report
 from tuner.run.report_figures import figures
 from tuner.run.spec import RunSpec
@@ -237,20 +237,10 @@ def render_html(data: ReportData) -> str:
     counts = ", ".join(f"{v} {k}" for k, v in data.counts.items())
     pruned = "; ".join(f"{k}: {v}" for k, v in sorted(data.pruned_reasons.items()))
     pruned_text = f" Pruned before evaluation: {html.escape(pruned)}" if pruned else ""
-    divs = "".join(f'<div class="plot" id="{fid}"></div>' for fid in figs)
-    script = "\n".join(
-        f"Plotly.newPlot({json.dumps(fid)}, {json.dumps(f['data'])}, {json.dumps(f['layout'])},"
-        " {responsive: true});"
-        for fid, f in figs.items()
-    )
-    # Errors are shown on the page so a broken report is visible (and testable) offline.
-    onerror = (
-        "window.addEventListener('error', function(e){var d=document.getElementById('js-errors');"
-        "d.textContent += 'JavaScript error: ' + e.message + '\\n';});"
-    )
+    divs, script = plot_divs(figs), plot_script(figs)
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(data.title)}</title>
-<style>{_CSS}</style><script>{onerror}</script>
+<style>{_CSS}</style><script>{ONERROR_JS}</script>
 <script>{get_plotlyjs()}</script></head>
 <body><h1>{html.escape(data.title)}</h1>
 <pre id="js-errors"></pre>

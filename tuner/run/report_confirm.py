@@ -6,10 +6,10 @@ RUN/screen/report.html."""
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 from tuner.run.confirm import ConfirmedVariant
+from tuner.run.html_page import ONERROR_JS, plot_divs, plot_script
 
 __all__ = ["parity_figures", "render_confirm_html"]
 
@@ -111,19 +111,10 @@ def render_confirm_html(
     from plotly.offline import get_plotlyjs
 
     summary = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
-    divs = "".join(f'<div class="plot" id="{fid}"></div>' for fid in figs)
-    script = "\n".join(
-        f"Plotly.newPlot({json.dumps(fid)}, {json.dumps(f['data'])}, {json.dumps(f['layout'])},"
-        " {responsive: true});"
-        for fid, f in figs.items()
-    )
-    onerror = (
-        "window.addEventListener('error', function(e){var d=document.getElementById('js-errors');"
-        "d.textContent += 'JavaScript error: ' + e.message + '\\n';});"
-    )
+    divs, script = plot_divs(figs), plot_script(figs)
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>{_CSS}</style><script>{onerror}</script>
+<style>{_CSS}</style><script>{ONERROR_JS}</script>
 <script>{get_plotlyjs()}</script></head>
 <body><h1>{html.escape(title)}</h1>
 <pre id="js-errors"></pre>
