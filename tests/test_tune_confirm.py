@@ -233,13 +233,17 @@ def test_the_sim_uses_a_calibrated_profiles_efficiency() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
 def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(tmp_path: Path) -> None:
     """The issue's done-when: `tuner tune --backend vllm --screen sim --confirm 3 --model
-    smollm2-135m` on vLLM-CPU, with CPU-sized load and tiny probe budgets."""
+    smollm2-135m` on vLLM-CPU, with CPU-sized load and tiny probe budgets. The space is narrowed
+    to small token budgets: vLLM-CPU's start-up warm-up runs one forward pass of
+    max_num_batched_tokens tokens, minutes at the default space's 12k-16k on this CPU."""
     from tests.test_vllm_backend import CPU_TPOT_MS, CPU_TTFT_MS
 
     run = tmp_path / "run"
     result = CliRunner().invoke(app, [
         "tune", "--model", "smollm2-135m", "--backend", "vllm", "--screen", "sim",
-        "--confirm", "3", "--quant", "bf16", "--kv-dtype", "auto", "--isl", "64", "--osl", "16",
+        "--confirm", "3", "--quant", "bf16", "--kv-dtype", "auto", "--draft-model", "none",
+        "--max-num-seqs", "4,8,16,32", "--max-batched-tokens", "256,512,1024",
+        "--isl", "64", "--osl", "16",
         "--num-requests", "8", "--ttft-ms", str(CPU_TTFT_MS), "--tpot-ms", str(CPU_TPOT_MS),
         "--probes", "2", "--probe-seconds", "30", "--trials", "40", "--run-dir", str(run),
     ])  # fmt: skip

@@ -42,8 +42,6 @@ _FLAGS = {
         "engine defaults")],
     "confirm_seconds": Annotated[float | None, typer.Option(
         help="With --screen: measurement time budget; variants not started by then are skipped")],
-    "refit": Annotated[bool, typer.Option(
-        help="With --screen: refit the device profile from the measurements (RUN/device.yaml)")],
 }  # fmt: skip
 
 
@@ -68,8 +66,8 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
                              "one new run folder)")  # fmt: skip
     try:
         return ConfirmOptions(screen=screen, confirm=3 if flags["confirm"] is None
-                              else flags["confirm"], confirm_seconds=flags["confirm_seconds"],
-                              refit=flags["refit"])  # fmt: skip
+                              else flags["confirm"],
+                              confirm_seconds=flags["confirm_seconds"])  # fmt: skip
     except ValidationError as exc:
         err = exc.errors()[0]
         flag = "--" + str(err["loc"][0]).replace("_", "-")
@@ -77,12 +75,12 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
 
 
 def screen_options(func: F) -> F:
-    """Add --screen, --confirm, --confirm-seconds and --refit; the command receives
+    """Add --screen, --confirm and --confirm-seconds; the command receives
     `screen_flags=ConfirmOptions | None`, checked against its other flags."""
     sig = inspect.signature(func, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != SCREEN_PARAM]
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                               default=False if name == "refit" else None, annotation=kind)
+                               default=None, annotation=kind)
              for name, kind in _FLAGS.items()]  # fmt: skip
 
     @functools.wraps(func)
