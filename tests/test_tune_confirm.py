@@ -208,6 +208,17 @@ def test_vllm_cannot_run_what_needs_another_checkpoint(tmp_path: Path) -> None:
     assert VLLMBackend(model_path=str(tmp_path), run_dir=tmp_path).cannot_run(awq, ctx) is None
 
 
+def test_extra_vllm_args_come_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = Context(model=catalog.load_model("smollm2-135m"), gpu=catalog.load_gpu("h100-sxm"),
+                  sla=catalog.load_sla("chat"), workload=Workload(input_tokens=64,
+                                                                 output_tokens=16))  # fmt: skip
+    monkeypatch.setenv(EXTRA_ARGS_ENV, "--enforce-eager --swap-space '2'")
+    cmd = VLLMBackend(model_path=str(tmp_path), run_dir=tmp_path).command(EngineConfig(), ctx, 1)
+    assert cmd[-3:] == ["--enforce-eager", "--swap-space", "2"]
+
+
 def test_the_sim_uses_a_calibrated_profiles_efficiency() -> None:
     gpu = catalog.load_gpu("h100-sxm")
     slow = Calibration(backend="vllm", model="llama-tiny-20m", measured_at="2026-12-03T00:00Z",
