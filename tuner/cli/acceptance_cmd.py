@@ -45,7 +45,9 @@ def store_curve(profile: Path, curve: AcceptanceCurve) -> None:
     profile.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def _check_flags(*, model: str, draft: str, k: int, draft_quant: str, max_new_tokens: int) -> None:
+def _check_flags(
+    *, model: str, draft: str, k: int, draft_quant: str, max_new_tokens: int, limit: int | None
+) -> None:
     """One-line errors for flags the measurement cannot take."""
     if model != SMOLLM2_CATALOG_NAME:
         raise InputError(f"--model {model}: real weights exist for {SMOLLM2_CATALOG_NAME} only")
@@ -57,6 +59,8 @@ def _check_flags(*, model: str, draft: str, k: int, draft_quant: str, max_new_to
         raise InputError(f"--draft-quant {draft_quant}: choose int4-awq or int8-wo")
     if max_new_tokens < 2:
         raise InputError(f"--max-new-tokens {max_new_tokens}: must be at least 2")
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit {limit}: must be at least 1")
 
 
 def _table(curve: AcceptanceCurve, reached: tuple[int, ...], accepted: tuple[int, ...]) -> Table:
@@ -83,6 +87,7 @@ def acceptance(
     draft_quant: Annotated[str, typer.Option(help="Draft model's weights: int4-awq | int8-wo")] = (
         "int4-awq"
     ),
+    limit: Annotated[int | None, typer.Option(help="Measure only the first N prompts")] = None,
     threads: Annotated[int, typer.Option(help="Torch CPU threads (0: torch's default)")] = 0,
     into: Annotated[
         Path | None, typer.Option(help="Calibrated profile YAML to store the curve in")
@@ -91,7 +96,7 @@ def acceptance(
 ) -> None:
     """Measure speculative acceptance per draft position (greedy, shipped chat/code prompts)."""
     _check_flags(model=model, draft=draft, k=k, draft_quant=draft_quant,
-                 max_new_tokens=max_new_tokens)  # fmt: skip
+                 max_new_tokens=max_new_tokens, limit=limit)  # fmt: skip
     try:
         import torch
 
@@ -105,7 +110,7 @@ def acceptance(
     if threads:
         torch.set_num_threads(threads)
     curve, counts = measure_smollm2(draft=draft, k=k, kind=kind, max_new_tokens=max_new_tokens,
-                                    draft_quantization=draft_quant)  # fmt: skip
+                                    draft_quantization=draft_quant, limit=limit)  # fmt: skip
     expected = expected_tokens_from_curve(curve.per_position, k)
     if into is not None:
         store_curve(into, curve)

@@ -122,7 +122,7 @@ def measured_curve(draft_model: str, calibration: Calibration | None) -> Accepta
     if draft_model == NGRAM:
         return next((c for c in curves if c.draft == NGRAM), None)
     named = [c for c in curves if c.draft == draft_model]
-    return (named or [c for c in curves if c.draft != NGRAM] or [None])[0]
+    return next(iter(named or [c for c in curves if c.draft != NGRAM]), None)
 
 
 def acceptance_for(
