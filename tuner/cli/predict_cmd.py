@@ -173,6 +173,8 @@ def _summary_lines(m: Metrics) -> list[str]:
         f"preemptions {m.preemptions}",
         f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
     ]
+    if "acceptance" in m.extra:  # a speculating variant: what its speed-up rests on
+        lines.append(f"speculation: {m.extra['acceptance']}")
     if "capacity_rps_per_gpu" in m.extra:
         lines.append(
             f"capacity meeting the SLA: {m.extra['capacity_rps_per_gpu']:.2f} req/s per GPU"

@@ -10,9 +10,10 @@ from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation
+from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, EngineConfig
 
-__all__ = ["MAX_FRONT_ROWS", "print_capacity_summary", "short_config"]
+__all__ = ["MAX_FRONT_ROWS", "print_capacity_summary", "short_config", "speculation_line"]
 
 # Rows of the frontier printed; the full table is pareto.csv and the report.
 MAX_FRONT_ROWS = 10
@@ -24,6 +25,20 @@ def short_config(c: EngineConfig) -> str:
     prefix = "" if c.enable_prefix_caching else " no-prefix"
     return (f"{footprint_text(c)} tp{c.tensor_parallel_size} "
             f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
+
+
+def speculation_line(rec: TrialRecord) -> str | None:
+    """What speculative acceptance a speculating variant's result rests on (None otherwise)."""
+    if rec.config is None or not rec.config.num_speculative_tokens or rec.metrics is None:
+        return None
+    extra = rec.metrics.extra
+    if "acceptance" in extra:  # the simulator: assumed or calibrated
+        return f"speculation: {extra['acceptance']}"
+    if "spec_acceptance_rate" in extra:  # a measuring backend
+        return (
+            f"speculation: acceptance measured {float(extra['spec_acceptance_rate']):.2f} per token"  # type: ignore[arg-type]
+        )
+    return None
 
 
 def _bounds(sla: SLA) -> str:
@@ -79,6 +94,8 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     assert rec.config is not None and rec.capacity is not None
     cap = rec.capacity
     say(f"recommended: trial {number}: {short_config(rec.config)}", style="bold")
+    if line := speculation_line(rec):
+        say(f"  {line}")
     top, op = cap.at_sla, cap.operating
     assert top is not None
     say(f"  capacity at the SLA: {_at(top, cap.mode, pct)}")

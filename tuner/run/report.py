@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.perf.speculative import acceptance_for
 from tuner.run.report_capacity import CapacityReport, capacity_report
 from tuner.run.report_figures import figures
 from tuner.run.spec import RunSpec
@@ -131,6 +132,8 @@ def report_data(
         "backend": spec.backend,
         "sampler": f"{spec.sampler} (seed {spec.seed}), {spec.trials} trials",
     }
+    if drafts := [d for d in spec.space.draft_model if d]:
+        inputs["speculative acceptance"] = _acceptance_text(spec, drafts)
     return ReportData(
         title=f"tuner: {spec.model.name} on {spec.gpu.name}, SLA {spec.sla.name}",
         inputs=inputs,
@@ -164,6 +167,15 @@ def _sla_text(spec: RunSpec) -> str:
         parts.append(f"TPOT <= {s.tpot_ms:g} ms")
     bounds = " and ".join(parts) or "no latency bound (throughput)"
     return f"{s.name}: {bounds} at P{s.percentile}"
+
+
+def _acceptance_text(spec: RunSpec, drafts: list[str]) -> str:
+    """What acceptance the speculating variants' results rest on, per draft of the space."""
+    if spec.backend != "sim":
+        return f"measured by the {spec.backend} backend on its replayed prompts"
+    return "; ".join(
+        f"{d}: {acceptance_for(d, spec.workload, spec.gpu.calibration).text}" for d in drafts
+    )
 
 
 def _workload_text(spec: RunSpec) -> str:
