@@ -93,6 +93,10 @@ class Band(BaseModel):
     widening: float = Field(default=1.0, ge=1, description="Factor for leaving the grid")
     outside: list[str] = Field(default_factory=list, description="Grid dimensions left")
 
+    def rule_text(self) -> str:
+        """The operating point's band rule in words."""
+        return f"keeps the SLA with the +{self.ttft:.0%} TTFT / +{self.tpot:.0%} TPOT band"
+
     def text(self) -> str:
         """One line naming the source and, when widened, why."""
         line = f"band: {_SOURCES[self.source]}"
