@@ -138,7 +138,7 @@ def widening(grid: CalibrationGrid, point: GridPoint) -> tuple[float, list[str]]
         ratio = max(value / max(high, 1), low / value)
         if ratio > 1:
             factor *= 1.0 + math.log2(ratio)
-            outside.append(f"{name} {value:.4g} outside calibrated {low}-{high}")
+            outside.append(f"{name} {round(value, 1):g} outside calibrated {low}-{high}")
     return factor, outside
 
 
@@ -169,6 +169,7 @@ def meets_banded(metrics: Metrics, sla: SLA, band: Band) -> bool:
 def band_columns(band: Band | None) -> dict[str, float | str]:
     """CSV / Metrics.extra fields of a band, in percent (empty strings when there is none)."""
     if band is None:
-        return {f"{q}_band_pct": "" for q in QUANTITIES} | {"band_source": ""}
+        return {f"{q}_band_pct": "" for q in QUANTITIES} | {"band_widening": "", "band_source": ""}
     pct = {f"{q}_band_pct": round(100 * getattr(band, q), 1) for q in QUANTITIES}
-    return pct | {"band_source": band.text().removeprefix("band: ")}
+    source = band.text().removeprefix("band: ")
+    return pct | {"band_widening": round(band.widening, 3), "band_source": source}
