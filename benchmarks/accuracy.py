@@ -297,8 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--silicon-csv", type=Path, default=silicon.DEFAULT_CSV)
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead")
-    ap.add_argument("--write-bands", type=Path, nargs="?", const=DEFAULT_BANDS, default=None,
-                    metavar="PATH", help=f"write the validation bands (default {DEFAULT_BANDS})")
+    ap.add_argument(
+        "--write-bands",
+        type=Path,
+        nargs="?",
+        const=DEFAULT_BANDS,
+        default=None,
+        metavar="PATH",
+        help=f"write the validation bands (default {DEFAULT_BANDS})",
+    )
     args = ap.parse_args(argv)
     results = [predict_row(r) for r in silicon.load_rows(args.csv)]
     summary = median_abs_errors(results)
@@ -306,8 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_bands is not None:
         bands = write_bands(args.write_bands, results, silicon_results, args.silicon_csv)
         for q, e in bands.quantities.items():
-            print(f"band {q:10} p90 {e.p90_abs_rel_error:.1%}, median "
-                  f"{e.median_abs_rel_error:.1%} over {e.rows} rows", file=sys.stderr)
+            print(
+                f"band {q:10} p90 {e.p90_abs_rel_error:.1%}, median "
+                f"{e.median_abs_rel_error:.1%} over {e.rows} rows",
+                file=sys.stderr,
+            )
     if args.json:
         doc: dict[str, object] = {
             k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()

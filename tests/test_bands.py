@@ -102,7 +102,9 @@ def test_widening_is_monotone_away_from_the_grid(
 
 def test_shipped_validation_file_schema_and_counts() -> None:
     """The file parses, names its command, and counts no more rows than the CSVs hold."""
-    doc = ValidationBands.model_validate_json((ROOT / "tuner/data/validation_bands.json").read_text())
+    doc = ValidationBands.model_validate_json(
+        (ROOT / "tuner/data/validation_bands.json").read_text()
+    )
     assert doc.command == "python benchmarks/accuracy.py --write-bands"
     assert set(doc.quantities) == set(QUANTITIES)
     with (ROOT / "benchmarks/data/silicon_public.csv").open() as fh:
@@ -137,9 +139,10 @@ def test_write_bands_computes_the_shipped_figures_on_a_subset(tmp_path: Path) ->
     doc = ValidationBands.model_validate_json(out.read_text())
     assert doc.quantities["throughput"].rows == 2
     assert doc.quantities["ttft"].rows == doc.quantities["e2e"].rows == 3
-    assert json.loads(out.read_text()).keys() == json.loads(
-        (ROOT / "tuner/data/validation_bands.json").read_text()
-    ).keys()
+    assert (
+        json.loads(out.read_text()).keys()
+        == json.loads((ROOT / "tuner/data/validation_bands.json").read_text()).keys()
+    )
 
 
 def _metrics(ttft: float, tpot: float) -> Metrics:

@@ -169,7 +169,8 @@ def meets_banded(metrics: Metrics, sla: SLA, band: Band) -> bool:
 def band_columns(band: Band | None) -> dict[str, float | str]:
     """CSV / Metrics.extra fields of a band, in percent (empty strings when there is none)."""
     if band is None:
-        return {f"{q}_band_pct": "" for q in QUANTITIES} | {"band_widening": "", "band_source": ""}
+        empty: dict[str, float | str] = {f"{q}_band_pct": "" for q in QUANTITIES}
+        return empty | {"band_widening": "", "band_source": ""}
     pct = {f"{q}_band_pct": round(100 * getattr(band, q), 1) for q in QUANTITIES}
     source = band.text().removeprefix("band: ")
     return pct | {"band_widening": round(band.widening, 3), "band_source": source}

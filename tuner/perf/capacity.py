@@ -370,11 +370,13 @@ def sim_capacity(
         runs[load] = predict_metrics(config, ctx, eff, at)
         return runs[load]
 
+    def band(m: Metrics) -> Band:
+        return band_for(ctx.gpu, grid_point(config, wl, m))
+
     # Without a latency bound every load passes: capacity is the saturated end of the bracket.
     cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, high=high,
                                 tensor_parallel_size=tp, budget=budget,
-                                operating_point=operating_point,
-                                band=lambda m: band_for(ctx.gpu, grid_point(config, wl, m)))  # fmt: skip
+                                operating_point=operating_point, band=band)  # fmt: skip
     if failed is not None:
         return cap, failed
     best = cap.at_sla

@@ -23,6 +23,7 @@ __all__ = [
     "expressible",
     "format_load",
     "load_unit",
+    "probe_at",
     "write_frontier_csv",
 ]
 
@@ -76,6 +77,12 @@ def engine_picks(
     return picks
 
 
+def probe_at(record: TrialRecord, load: float) -> LoadPoint | None:
+    """The capacity probe of `record` at exactly `load` (a frontier row's), if any."""
+    points = record.capacity.points if record.capacity else []
+    return next((p for p in points if p.load == load), None)
+
+
 def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
     return {
         "load": p.load,
@@ -116,7 +123,9 @@ def write_frontier_csv(
         r = by_number[q.trial]
         cfg = r.config.model_dump(mode="json") if r.config else {}
         extra = r.metrics.extra if r.metrics else {}
-        probe = next((p for p in r.capacity.points if p.load == q.load), None) if r.capacity else None
+        probe = (
+            next((p for p in r.capacity.points if p.load == q.load), None) if r.capacity else None
+        )
         rows.append({
             "rank": i + 1, "trial": q.trial, **{k: cfg.get(k, "") for k in KNOBS},
             "load_mode": q.mode, "load": q.load,

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tuner.run.capacity_out import load_unit
+from tuner.run.capacity_out import load_unit, probe_at
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA
@@ -92,7 +92,7 @@ def _error_bar(r: TrialRecord, load: float, tok_s: float,
                user_tok_s: float) -> tuple[float, float, float] | None:  # fmt: skip
     """The band of the probe at `load` as error bars: throughput +-, and per-user speed (1000 /
     TPOT) down to 1/(1 + b) and up to 1/(1 - b) of itself (b capped at 0.9)."""
-    probe = next((p for p in r.capacity.points if p.load == load), None) if r.capacity else None
+    probe = probe_at(r, load)
     if probe is None or probe.band is None:
         return None
     b = min(probe.band.tpot, 0.9)
