@@ -229,3 +229,22 @@ def test_predict_prints_value_pm_band_and_its_source(tmp_path: Path) -> None:
     assert extra["band_widening"] > context_factor * (1 + math.log2(6 / 4))
     assert extra["tpot_band_pct"] == pytest.approx(5 * extra["band_widening"], abs=0.1)
     assert extra["band_source"].startswith("calibration residuals")
+
+
+def test_fixed_load_recommendation_prefers_the_variant_that_keeps_its_band() -> None:
+    """Fixed-load mode: a faster variant whose TPOT x (1 + band) exceeds the bound loses the
+    headroom tier to a slower one that keeps it; without bands the faster one wins."""
+    from tuner.search.pareto import _recommend
+    from tuner.search.trials import TrialRecord
+
+    sla = SLA(name="t", ttft_ms=500, tpot_ms=50, percentile=95)
+
+    def record(n: int, tpot: float, tput: float, band: float | None) -> TrialRecord:
+        m = _metrics(100.0, tpot).model_copy(update={"output_tokens_per_s_per_gpu": tput})
+        if band is not None:
+            m.extra.update({"ttft_band_pct": band, "tpot_band_pct": band})
+        return TrialRecord(number=n, state="complete", params={}, config=EngineConfig(), metrics=m)
+
+    fast, slow = record(0, 40.0, 2000.0, 30.0), record(1, 30.0, 1500.0, 30.0)  # 40 x 1.3 > 50
+    assert _recommend([fast, slow], sla) == (1, True)
+    assert _recommend([record(0, 40.0, 2000.0, None), slow], sla) == (0, True)
