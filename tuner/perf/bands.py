@@ -15,7 +15,9 @@ about 9 in 10 measurements of setups like those fall inside the band. Where it c
   1 + log2(r), where r > 1 is how many times the point lies beyond the grid's edge; inside, 1.
 - Otherwise: the validation file shipped with the package (`tuner/data/validation_bands.json`,
   written by `python benchmarks/accuracy.py --write-bands` from the public validation rows):
-  the p90 of |measured/predicted - 1| per quantity, each from the rows its `basis` names.
+  the p90 of |measured/predicted - 1| per quantity, each from the rows its `basis` names. The
+  public rows state means (and offline throughput); the band is applied to every percentile of
+  the quantity as is, since no public source states percentiles for the same setups.
 
 The SLA rule (`meets_banded`): a latency meets a bound with its band when predicted x (1 + b)
 <= bound, i.e. the measurement can be b above the prediction and still meet the SLA.
