@@ -51,12 +51,14 @@ def _bounds(sla: SLA) -> str:
 
 
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
-    rate = f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f} output"
+    b = p.band
+    pm = {q: f" +- {getattr(b, q):.0%}" if b else "" for q in ("ttft", "tpot", "throughput")}
+    rate = (f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f}"
+            f"{pm['throughput']} output")  # fmt: skip
     where = f"at {format_load(p.load, mode)} {load_unit(mode)} per replica"
     ttft, tpot = p.ttft_ms.at(pct), p.tpot_ms.at(pct)
-    return (
-        f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms, TPOT P{pct} {tpot:,.2f} ms"
-    )
+    return (f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms{pm['ttft']}, "
+            f"TPOT P{pct} {tpot:,.2f} ms{pm['tpot']}")  # fmt: skip
 
 
 def _front_table(outcome: TuneOutcome) -> Table:
@@ -100,9 +102,12 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     assert top is not None
     say(f"  capacity at the SLA: {_at(top, cap.mode, pct)}")
     if op is not None:
-        say(f"  operate at ({cap.headroom:.0%} headroom): {_at(op, cap.mode, pct)}")
+        room = f"{cap.headroom:.0%} headroom" + (f"; {op.band.rule_text()}" if op.band else "")
+        say(f"  operate at ({room}): {_at(op, cap.mode, pct)}")
+        if op.band:
+            say(f"  {op.band.text()}")
     else:
-        say("  no probed load keeps the headroom margin: run below capacity")
+        say("  no probed load keeps the headroom margin and the error band: run below capacity")
     picks = engine_picks(outcome.records, result, spec)
     for key, engine, path in (("vllm", "vLLM", "vllm.sh"), ("sglang", "SGLang", "sglang.sh"),
                               ("trtllm", "TRT-LLM", "trtllm.sh")):  # fmt: skip
