@@ -7,27 +7,49 @@ per engine and over all of them.
 Only the shared constants of tuner/perf/efficiency.py are tuned against these rows: nothing
 here depends on a row's id, source or engine.
 
-    python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--json]
+    python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--json] [--write-bands [PATH]]
+
+`--write-bands` also writes the per-quantity validation errors that `tuner.perf.bands` uses as
+the error band of an uncalibrated prediction (default: tuner/data/validation_bands.json, shipped
+in the package). Which rows back which quantity is `BAND_BASIS` below.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import silicon
 
 from tuner import catalog
+from tuner.perf.bands import QuantityError, ValidationBands
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import plan_memory
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "public.csv"
+DEFAULT_BANDS = Path(__file__).resolve().parents[1] / "tuner" / "data" / "validation_bands.json"
+BANDS_COMMAND = "python benchmarks/accuracy.py --write-bands"
+# Which validation rows back each quantity's band. The error is |measured/predicted - 1|: how far
+# the measurement lies from the prediction, relative to the prediction, which is what a band
+# around a predicted value states (|predicted/measured - 1| would count a 3x over-prediction as
+# +200%, when the measurement lies 67% below the prediction).
+BAND_BASIS = {
+    "ttft": "silicon closed-loop mean TTFT rows and public ttft_ms rows",
+    "tpot": "silicon mean TPOT rows, public tpot_ms/itl_ms rows, and public single-stream decode "
+    "rows as time per token (1 / decode tok/s)",
+    "e2e": "silicon rows as mean E2E = TTFT + (osl - 1) x TPOT, and public e2e_ms rows",
+    "throughput": "public output_tok_s_per_gpu rows (offline throughput per GPU)",
+}
+_PUBLIC_QUANTITY = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "tpot", "e2e_ms": "e2e",
+                    "output_tok_s_per_gpu": "throughput"}  # fmt: skip
 
 # Validation GPU names -> catalog profiles. Power caps are not modelled (the datasheet profile is
 # used and the row keeps its cap in the printout); an unstated A100 80GB variant maps to SXM.
@@ -213,16 +235,89 @@ def median_abs_errors(results: list[RowResult]) -> dict[str, tuple[float, int]]:
     return {k: (statistics.median(v), len(v)) for k, v in sorted(by_metric.items())}
 
 
+def band_errors(
+    results: list[RowResult],
+    silicon_results: list[silicon.SiliconResult],
+    osl_by_id: dict[str, int],
+) -> dict[str, list[float]]:
+    """Per quantity, the |measured/predicted - 1| of every scored row that backs it."""
+    errs: dict[str, list[float]] = {q: [] for q in BAND_BASIS}
+    for r in results:
+        if r.predicted is None:
+            continue
+        if r.metric == "decode_tok_s_single_stream":  # time per token is 1 / rate
+            errs["tpot"].append(abs(r.predicted / r.measured - 1))
+        elif r.metric in _PUBLIC_QUANTITY:
+            errs[_PUBLIC_QUANTITY[r.metric]].append(abs(r.measured / r.predicted - 1))
+    for s in silicon_results:
+        if s.skipped is not None:
+            continue
+        assert s.predicted_ttft_ms is not None and s.predicted_tpot_ms is not None
+        errs["ttft"].append(abs(s.measured_ttft_ms / s.predicted_ttft_ms - 1))
+        errs["tpot"].append(abs(s.measured_tpot_ms / s.predicted_tpot_ms - 1))
+        steps = osl_by_id[s.row_id] - 1
+        e2e_p = s.predicted_ttft_ms + steps * s.predicted_tpot_ms
+        e2e_m = s.measured_ttft_ms + steps * s.measured_tpot_ms
+        errs["e2e"].append(abs(e2e_m / e2e_p - 1))
+    return errs
+
+
+def validation_bands(errs: dict[str, list[float]], today: str) -> ValidationBands:
+    """The shipped file's content: median and p90 error per quantity, with the row counts."""
+    quantities = {}
+    for q, values in errs.items():
+        if not values:
+            raise SystemExit(f"error: no scored validation row backs the {q} band")
+        quantities[q] = QuantityError(
+            median_abs_rel_error=round(float(np.median(values)), 4),
+            p90_abs_rel_error=round(float(np.percentile(values, 90)), 4),
+            rows=len(values),
+            basis=BAND_BASIS[q],
+        )
+    return ValidationBands(command=BANDS_COMMAND, generated_at=today, quantities=quantities)
+
+
+def write_bands(
+    path: Path,
+    results: list[RowResult],
+    silicon_results: list[silicon.SiliconResult],
+    silicon_csv: Path,
+) -> ValidationBands:
+    """Compute the validation bands and write them to `path` as JSON."""
+    osl = {r["id"]: int(r["osl"]) for r in silicon.load_rows(silicon_csv)}
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    bands = validation_bands(band_errors(results, silicon_results, osl), today)
+    path.write_text(bands.model_dump_json(indent=2) + "\n")
+    return bands
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the per-row table, skipped rows and per-metric median absolute error."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--silicon-csv", type=Path, default=silicon.DEFAULT_CSV)
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead")
+    ap.add_argument(
+        "--write-bands",
+        type=Path,
+        nargs="?",
+        const=DEFAULT_BANDS,
+        default=None,
+        metavar="PATH",
+        help=f"write the validation bands (default {DEFAULT_BANDS})",
+    )
     args = ap.parse_args(argv)
     results = [predict_row(r) for r in silicon.load_rows(args.csv)]
     summary = median_abs_errors(results)
     silicon_results, silicon_summary = silicon.score(args.silicon_csv)
+    if args.write_bands is not None:
+        bands = write_bands(args.write_bands, results, silicon_results, args.silicon_csv)
+        for q, e in bands.quantities.items():
+            print(
+                f"band {q:10} p90 {e.p90_abs_rel_error:.1%}, median "
+                f"{e.median_abs_rel_error:.1%} over {e.rows} rows",
+                file=sys.stderr,
+            )
     if args.json:
         doc: dict[str, object] = {
             k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()

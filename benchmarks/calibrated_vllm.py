@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tuner import catalog
-from tuner.specs import SLA, Context, EngineConfig, GPUProfile, KVDtype, Metrics, Workload
+from tuner.specs import SLA, Context, EngineConfig, GPUProfile, Metrics, Workload
 
 MODEL = "smollm2-135m"
 DEFAULT_CSV = Path(__file__).parent / "data" / "vllm_cpu_smollm2.csv"
@@ -50,14 +50,14 @@ class Variant:
         return EngineConfig.model_validate({**EngineConfig().model_dump(), **self.changes})
 
 
-# Batch limits, chunk sizes, KV dtype and prefix caching: the knobs vLLM-CPU runs (its bf16
-# weights only; fp8/int8 weights need a GPU).
+# Batch limits, chunk sizes and prefix caching: knobs vLLM-CPU runs and the simulator models on a
+# CPU profile (bf16 weights only: fp8/int8 weights need a GPU; the simulator refuses fp8 KV on a
+# device without FP8 math).
 VARIANTS = (
     Variant("seqs 2 / chunk 2048", {"max_num_seqs": 2, "max_num_batched_tokens": 2048}),
     Variant("seqs 4 / chunk 512", {"max_num_seqs": 4, "max_num_batched_tokens": 512}),
     Variant("seqs 8 / chunk 512", {"max_num_seqs": 8, "max_num_batched_tokens": 512}),
-    Variant("seqs 8 / chunk 1024 / kv fp8",
-            {"max_num_seqs": 8, "max_num_batched_tokens": 1024, "kv_dtype": KVDtype.fp8}),
+    Variant("seqs 12 / chunk 1024", {"max_num_seqs": 12, "max_num_batched_tokens": 1024}),
     Variant("seqs 8 / chunk 512 / no prefix cache",
             {"max_num_seqs": 8, "max_num_batched_tokens": 512, "enable_prefix_caching": False}),
     Variant("seqs 16 / chunk 256", {"max_num_seqs": 16, "max_num_batched_tokens": 256}),

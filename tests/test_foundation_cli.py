@@ -194,6 +194,8 @@ def test_wheel_ships_the_yaml_catalogs(tmp_path: Path) -> None:
         assert any(
             n.startswith(f"tuner/_catalogs/{kind}/") and n.endswith(".yaml") for n in names
         ), kind
+    assert "tuner/data/prompts.jsonl" in names  # the prompts `tuner acceptance` measures on
+    assert "tuner/data/validation_bands.json" in names  # tuner.perf.bands reads it
     # A clean venv with only the wheel installed (dependencies borrowed from this venv's
     # site-packages by path, so its editable install of the checkout is not seen).
     clean = tmp_path / "clean"

@@ -38,6 +38,11 @@ def test_report_data_matches_records(run: Path) -> None:
     best = [b for b in data.best_so_far if b is not None]
     assert best == sorted(best)  # best-so-far never decreases
     assert data.tpot_bound_ms == 50 and data.ttft_bound_ms == 500
+    # The default space speculates with n-gram: the report says the acceptance is assumed.
+    assert data.inputs["speculative acceptance"] == (
+        "ngram: assumes acceptance 0.40 per token (default, not measured; measure with "
+        "`tuner acceptance`)"
+    )
     figs = figures(data)
     assert {"pareto-tpot", "pareto-ttft", "parallel", "history"} <= set(figs)
     names = [t["name"] for t in figs["pareto-tpot"]["data"]]

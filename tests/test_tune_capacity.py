@@ -37,6 +37,13 @@ def test_default_tune_reports_capacity_distinct_front_and_three_engine_exports(
     ]
     assert len(set(outcomes)) == len(outcomes)
     assert all(int(r["stands_for"]) >= 1 for r in rows)
+    # Every frontier row and trial carries its prediction's error band (tuner.perf.bands).
+    assert all(float(r["tpot_band_pct"]) > 0 and r["band_source"] for r in rows)
+    with (run / "trials.csv").open() as fh:
+        done = [r for r in csv.DictReader(fh) if r["capacity_load"] not in ("", "0.0")]
+    assert done and all(float(r["ttft_band_pct"]) > 0 for r in done)
+    assert "keeps the SLA with the +" in out and "+- " in out
+    assert rec["operating_point"]["tpot_band_pct"] > 0
     for name in ("vllm.sh", "sglang.sh", "trtllm.sh"):
         assert (run / "exports" / name).is_file(), name
     assert set(best["exports"]) == {"vllm", "sglang", "trtllm"}

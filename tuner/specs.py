@@ -23,6 +23,8 @@ from tuner.knobs.models import (
 from tuner.metrics import Metrics, Percentiles
 
 __all__ = [
+    "DEFAULT_ACCEPTANCE",
+    "DEFAULT_NGRAM_ACCEPTANCE",
     "DEFAULT_SAMPLER",
     "SAMPLERS",
     "Architecture",
@@ -258,6 +260,14 @@ class SLA(_Strict):
 # ----------------------------------------------------------------------------- workload
 
 
+# Assumed speculative acceptance per token when neither the workload nor a calibration says.
+DEFAULT_ACCEPTANCE = 0.7
+# Prompt lookup (n-gram) only hits when the output copies the prompt: on open-ended chat it
+# accepts far less than a trained draft (Spec-Bench's PLD row averages well under 2 tokens per
+# step), so it gets its own, lower default; raise it for RAG/code-editing workloads.
+DEFAULT_NGRAM_ACCEPTANCE = 0.4
+
+
 class Workload(_Strict):
     """Requests to replay: lengths, arrivals, prefix sharing, speculative acceptance."""
 
@@ -292,14 +302,15 @@ class Workload(_Strict):
     prefix_cache_hit: float = Field(
         default=0.0, ge=0, le=1, description="Fraction of each prompt shared with earlier ones"
     )
-    acceptance_rate: float = Field(
-        default=0.7, ge=0, le=1, description="Per-token acceptance of a draft model's proposals"
+    # None: a measured curve of the --gpu profile's calibration, else DEFAULT_ACCEPTANCE.
+    acceptance_rate: float | None = Field(
+        default=None, ge=0, le=1, description="Per-token acceptance of a draft model's proposals"
     )
-    # Prompt lookup (n-gram) only hits when the output copies the prompt: on open-ended chat it
-    # accepts far less than a trained draft (Spec-Bench's PLD row averages well under 2 tokens
-    # per step), so it gets its own, lower default; raise it for RAG/code-editing workloads.
-    ngram_acceptance_rate: float = Field(
-        default=0.4, ge=0, le=1, description="Per-token acceptance of n-gram (prompt lookup) drafts"
+    ngram_acceptance_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Per-token acceptance of n-gram (prompt lookup) drafts",
     )
     seed: int = 0
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InputError, echo
+from tuner.perf.bands import band_columns
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics
 
@@ -80,6 +81,7 @@ def capacity_extra(cap: Capacity, percentile: int) -> dict[str, float | int | st
         "capacity_probes": cap.probes,
         "capacity_probe_s": round(cap.probe_s, 3),
         "capacity_budget_exhausted": cap.budget_exhausted,
+        **band_columns(top.band if top else None),  # the band at the capacity load
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.errors import TunerError
+from tuner.perf.bands import band_columns, band_for, grid_point
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
 from tuner.perf.efficiency import Efficiency, efficiency_of
 from tuner.perf.predict import NGRAM, predict_metrics
@@ -53,11 +54,16 @@ class SimBackend(CheckedBackend):
             ctx = self._resolve(config, ctx)
             eff = self._efficiency(ctx)
             metrics = predict_metrics(config, ctx, eff)
+            if metrics.feasible:
+                band = band_for(ctx.gpu, grid_point(config, ctx.workload, metrics))
+                metrics.extra.update(band_columns(band))
             if self.capacity and metrics.feasible:
                 cap, _ = sim_capacity(config, ctx, eff=eff)
                 metrics.extra["capacity_rps_per_gpu"] = cap.rps_per_gpu
                 metrics.extra["capacity_tok_s_per_gpu"] = cap.tok_s_per_gpu
                 metrics.extra["capacity_load"] = cap.at_sla.load if cap.at_sla else 0.0
+                top_band = cap.at_sla.band if cap.at_sla else None
+                metrics.extra["capacity_band_pct"] = band_columns(top_band)["throughput_band_pct"]
             return metrics
         except _FAILURES as exc:
             return self._failure(exc)

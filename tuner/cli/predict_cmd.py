@@ -152,31 +152,47 @@ def build_request(
     return config, ctx
 
 
+def _pm(m: Metrics, quantity: str) -> str:
+    """' +- 12%' when the prediction carries an error band for `quantity` (sim only)."""
+    band = m.extra.get(f"{quantity}_band_pct")
+    return f" +- {band:.0f}%" if isinstance(band, float | int) else ""
+
+
 def _table(m: Metrics, title: str) -> Table:
     t = Table(title=title)
     t.add_column("latency (ms)")
-    for col in ("mean", "P50", "P90", "P95", "P99"):
+    banded = "ttft_band_pct" in m.extra
+    for col in ("mean", "P50", "P90", "P95", "P99", *(("band",) if banded else ())):
         t.add_column(col, justify="right")
-    for label, p in (("TTFT", m.ttft_ms), ("TPOT", m.tpot_ms), ("ITL", m.itl_ms),
-                     ("E2E", m.e2e_ms), ("queue", m.queue_ms)):  # fmt: skip
-        t.add_row(label, *(f"{v:.2f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)))
+    # ITL is the decode step the TPOT band describes; the queue time has no validation rows.
+    for label, p, q in (("TTFT", m.ttft_ms, "ttft"), ("TPOT", m.tpot_ms, "tpot"),
+                        ("ITL", m.itl_ms, "tpot"), ("E2E", m.e2e_ms, "e2e"),
+                        ("queue", m.queue_ms, "")):  # fmt: skip
+        band = (_pm(m, q).strip() or "-",) if banded else ()
+        t.add_row(label, *(f"{v:.2f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)), *band)
     return t
 
 
 def _summary_lines(m: Metrics) -> list[str]:
     lines = [
-        f"throughput: {m.output_tokens_per_s:.1f} output tok/s ({m.output_tokens_per_s_per_gpu:.1f}"
-        f" per GPU), {m.total_tokens_per_s:.1f} total tok/s, {m.requests_per_s:.2f} req/s, "
-        f"goodput {m.goodput_rps:.2f} req/s",
+        f"throughput: {m.output_tokens_per_s:.1f} output tok/s{_pm(m, 'throughput')} "
+        f"({m.output_tokens_per_s_per_gpu:.1f} per GPU), {m.total_tokens_per_s:.1f} total tok/s, "
+        f"{m.requests_per_s:.2f} req/s, goodput {m.goodput_rps:.2f} req/s",
         f"memory: weights {m.weights_gib:.2f} GiB/GPU, KV capacity {m.kv_capacity_tokens} tokens, "
         f"max concurrent sequences {m.max_concurrent_seqs}, peak KV use {m.kv_utilization:.0%}, "
         f"preemptions {m.preemptions}",
         f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
     ]
+    if "acceptance" in m.extra:  # a speculating variant: what its speed-up rests on
+        lines.append(f"speculation: {m.extra['acceptance']}")
     if "capacity_rps_per_gpu" in m.extra:
         lines.append(
             f"capacity meeting the SLA: {m.extra['capacity_rps_per_gpu']:.2f} req/s per GPU"
+            f"{_pm(m, 'capacity')}"
         )
+    if m.extra.get("band_source"):
+        lines.append(f"band: {m.extra['band_source']}; a measurement lies within +- band of the "
+                     "prediction about 9 times in 10")  # fmt: skip
     return lines
 
 

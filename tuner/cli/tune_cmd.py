@@ -56,7 +56,7 @@ from tuner.cli.options import (
     TTFTBound,
 )
 from tuner.cli.output import print_note, print_table, say
-from tuner.cli.tune_summary import print_capacity_summary
+from tuner.cli.tune_summary import print_capacity_summary, speculation_line
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.confirm import ConfirmOptions
@@ -157,6 +157,9 @@ def _print_outcome(outcome: TuneOutcome) -> None:
     number = require_recommendation(outcome)  # exits 3 with the closest misses when none
     room = "" if outcome.result.headroom_met else " (meets the SLA without the headroom margin)"
     say(f"recommended: trial {number}{room} (* in the table)", style="bold")
+    rec = next(r for r in outcome.records if r.number == number)
+    if line := speculation_line(rec):
+        say(f"  {line}")
     vllm_sh = outcome.run_dir / "exports" / "vllm.sh"
     if vllm_sh.exists():
         say("vLLM: " + vllm_sh.read_text().split("exec ", 1)[-1].strip())

@@ -10,9 +10,10 @@ from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.tune import TuneOutcome, require_recommendation
+from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, EngineConfig
 
-__all__ = ["MAX_FRONT_ROWS", "print_capacity_summary", "short_config"]
+__all__ = ["MAX_FRONT_ROWS", "print_capacity_summary", "short_config", "speculation_line"]
 
 # Rows of the frontier printed; the full table is pareto.csv and the report.
 MAX_FRONT_ROWS = 10
@@ -26,6 +27,20 @@ def short_config(c: EngineConfig) -> str:
             f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
 
 
+def speculation_line(rec: TrialRecord) -> str | None:
+    """What speculative acceptance a speculating variant's result rests on (None otherwise)."""
+    if rec.config is None or not rec.config.num_speculative_tokens or rec.metrics is None:
+        return None
+    extra = rec.metrics.extra
+    if "acceptance" in extra:  # the simulator: assumed or calibrated
+        return f"speculation: {extra['acceptance']}"
+    if "spec_acceptance_rate" in extra:  # a measuring backend
+        return (
+            f"speculation: acceptance measured {float(extra['spec_acceptance_rate']):.2f} per token"  # type: ignore[arg-type]
+        )
+    return None
+
+
 def _bounds(sla: SLA) -> str:
     parts = []
     if sla.ttft_ms is not None:
@@ -36,12 +51,14 @@ def _bounds(sla: SLA) -> str:
 
 
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
-    rate = f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f} output"
+    b = p.band
+    pm = {q: f" +- {getattr(b, q):.0%}" if b else "" for q in ("ttft", "tpot", "throughput")}
+    rate = (f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f}"
+            f"{pm['throughput']} output")  # fmt: skip
     where = f"at {format_load(p.load, mode)} {load_unit(mode)} per replica"
     ttft, tpot = p.ttft_ms.at(pct), p.tpot_ms.at(pct)
-    return (
-        f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms, TPOT P{pct} {tpot:,.2f} ms"
-    )
+    return (f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms{pm['ttft']}, "
+            f"TPOT P{pct} {tpot:,.2f} ms{pm['tpot']}")  # fmt: skip
 
 
 def _front_table(outcome: TuneOutcome) -> Table:
@@ -79,13 +96,18 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     assert rec.config is not None and rec.capacity is not None
     cap = rec.capacity
     say(f"recommended: trial {number}: {short_config(rec.config)}", style="bold")
+    if line := speculation_line(rec):
+        say(f"  {line}")
     top, op = cap.at_sla, cap.operating
     assert top is not None
     say(f"  capacity at the SLA: {_at(top, cap.mode, pct)}")
     if op is not None:
-        say(f"  operate at ({cap.headroom:.0%} headroom): {_at(op, cap.mode, pct)}")
+        room = f"{cap.headroom:.0%} headroom" + (f"; {op.band.rule_text()}" if op.band else "")
+        say(f"  operate at ({room}): {_at(op, cap.mode, pct)}")
+        if op.band:
+            say(f"  {op.band.text()}")
     else:
-        say("  no probed load keeps the headroom margin: run below capacity")
+        say("  no probed load keeps the headroom margin and the error band: run below capacity")
     picks = engine_picks(outcome.records, result, spec)
     for key, engine, path in (("vllm", "vLLM", "vllm.sh"), ("sglang", "SGLang", "sglang.sh"),
                               ("trtllm", "TRT-LLM", "trtllm.sh")):  # fmt: skip

@@ -103,11 +103,21 @@ class Engine:
         self._next_id = 0
         self.proposed_tokens = 0
         self.accepted_tokens = 0
+        # Per draft slot i: verify steps that reached slot i (slots before it all accepted), and
+        # those whose slot i emitted a drafted token. Counted on the tokens a request kept, so a
+        # step cut by a stop token or max_new_tokens counts only up to the cut.
+        self.slot_reached = [0] * self.k
+        self.slot_accepted = [0] * self.k
         self.steps = 0
 
-    def add_request(self, prompt: list[int], max_new_tokens: int) -> Sequence:
-        """Queue a prompt; tokens appear in the returned Sequence as steps run."""
-        seq = Sequence(self._next_id, list(prompt), len(prompt), max_new_tokens)
+    def add_request(
+        self, prompt: list[int], max_new_tokens: int, stop_token_ids: frozenset[int] = frozenset()
+    ) -> Sequence:
+        """Queue a prompt; tokens appear in the returned Sequence as steps run (until
+        max_new_tokens or, inclusive, the first of stop_token_ids)."""
+        seq = Sequence(
+            self._next_id, list(prompt), len(prompt), max_new_tokens, stop_token_ids=stop_token_ids
+        )
         self._next_id += 1
         self.scheduler.add(seq)
         return seq
@@ -241,6 +251,7 @@ class Engine:
         for (seq, _, toks), lg in zip(runs, logits, strict=True):
             if seq.seq_id in proposals:
                 new = self._accept(lg, proposals[seq.seq_id])
+                accepted = len(new) - 1
                 seq.num_computed += len(new)  # last token + accepted drafts are now cached
                 seq.draft_computed = min(seq.draft_computed, seq.num_computed)
             elif lg.shape[0]:
@@ -249,13 +260,26 @@ class Engine:
             else:
                 seq.num_computed += len(toks)
                 new = []
-            new = new[: seq.max_new_tokens - seq.num_generated]
+            new = _until_stop(new[: seq.max_new_tokens - seq.num_generated], seq)
+            if seq.seq_id in proposals:
+                self._tally_slots(accepted, len(new))
             if new:
                 seq.tokens += new
                 advanced.append((seq, len(new)))
             if seq.finished:
                 self.scheduler.finish(seq)
         return advanced
+
+    def _tally_slots(self, accepted: int, kept: int) -> None:
+        """Count one verify step: `accepted` drafts passed, `kept` of its tokens were kept."""
+        passed = min(accepted, kept)
+        # The slot after the accepted ones was reached (and rejected, or left empty by a short
+        # n-gram proposal) unless the kept tokens end before it or all k slots passed.
+        reached = passed + (1 if kept > accepted and accepted < self.k else 0)
+        for i in range(reached):
+            self.slot_reached[i] += 1
+        for i in range(passed):
+            self.slot_accepted[i] += 1
 
     def _accept(self, target_logits: Tensor, proposal: tuple[list[int], Tensor]) -> list[int]:
         draft_tokens, draft_logits = proposal
@@ -276,6 +300,15 @@ class Engine:
     def acceptance_rate(self) -> float:
         """Accepted / proposed draft tokens so far (0 without speculation)."""
         return self.accepted_tokens / self.proposed_tokens if self.proposed_tokens else 0.0
+
+
+def _until_stop(new: list[int], seq: Sequence) -> list[int]:
+    """`new` up to and including the first stop token of `seq` (marking it stopped)."""
+    for i, tok in enumerate(new):
+        if tok in seq.stop_token_ids:
+            seq.stopped = True
+            return new[: i + 1]
+    return new
 
 
 def run_to_completion(

@@ -24,6 +24,8 @@ class Sequence:
     blocks: list[int] = field(default_factory=list)
     num_computed: int = 0  # tokens whose K/V are in the cache
     draft_computed: int = 0  # the same for the draft model's cache (speculative decoding)
+    stop_token_ids: frozenset[int] = frozenset()  # generating one of these ends the request
+    stopped: bool = False  # a stop token was generated
 
     @property
     def num_generated(self) -> int:
@@ -32,8 +34,8 @@ class Sequence:
 
     @property
     def finished(self) -> bool:
-        """True once max_new_tokens were produced."""
-        return self.num_generated >= self.max_new_tokens
+        """True once max_new_tokens were produced or a stop token was."""
+        return self.stopped or self.num_generated >= self.max_new_tokens
 
     @property
     def in_prefill(self) -> bool:

@@ -19,26 +19,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tuner.perf.bands import Band, band_for, grid_point, meets_banded
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
 
-__all__ = [
-    "CAPACITY_HEADROOM",
-    "FIRST_PROBE_RPS",
-    "LADDER_FRACTIONS",
-    "Capacity",
-    "LoadMode",
-    "LoadPoint",
-    "ProbeBudget",
-    "find_capacity",
-    "max_rate_meeting_sla",
-    "measured_capacity",
-    "meets_sla",
-    "sim_capacity",
-    "tightened",
-    "workload_at",
-]
+__all__ = ["CAPACITY_HEADROOM", "FIRST_PROBE_RPS", "LADDER_FRACTIONS", "Capacity", "LoadMode",
+           "LoadPoint", "ProbeBudget", "find_capacity", "max_rate_meeting_sla", "measured_capacity",
+           "meets_sla", "sim_capacity", "tightened", "workload_at"]  # fmt: skip
 
 LoadMode = Literal["rate", "users"]
 
@@ -70,6 +58,8 @@ class LoadPoint(BaseModel):
     tpot_ms: Percentiles
     meets_sla: bool
     meets_headroom: bool
+    band: Band | None = Field(default=None, description="The prediction's error band here")
+    meets_band: bool = Field(default=True, description="Latencies x (1 + band) meet the SLA")
 
 
 class Capacity(BaseModel):
@@ -96,8 +86,8 @@ class Capacity(BaseModel):
 
     @property
     def operating(self) -> LoadPoint | None:
-        """The highest probed load meeting the SLA with the headroom margin."""
-        return self._best(lambda p: p.meets_headroom)
+        """The highest probed load meeting the SLA with the headroom margin and the error band."""
+        return self._best(lambda p: p.meets_headroom and p.meets_band)
 
     @property
     def rps_per_gpu(self) -> float:
@@ -191,8 +181,9 @@ class _Search:
     """Probe bookkeeping of one capacity search: budget, results, brackets."""
 
     def __init__(self, probe: Callable[[float], Metrics], sla: SLA, cap: Capacity,
-                 budget: ProbeBudget, integer: bool, roomy_load: float) -> None:  # fmt: skip
-        self.probe, self.sla, self.cap, self.budget = probe, sla, cap, budget
+                 budget: ProbeBudget, integer: bool, roomy_load: float,
+                 band: Callable[[Metrics], Band] | None = None) -> None:  # fmt: skip
+        self.probe, self.sla, self.cap, self.budget, self.band = probe, sla, cap, budget, band
         self.roomy, self.roomy_load = tightened(sla, cap.headroom), roomy_load
         self.integer = integer
         self.started = time.perf_counter()
@@ -223,6 +214,9 @@ class _Search:
             return None
         p = _point(load, m, self.sla, self.roomy, self.cap.mode, self.cap.tensor_parallel_size,
                    self.roomy_load)  # fmt: skip
+        if self.band is not None:
+            p.band = self.band(m)
+            p.meets_band = meets_banded(m, self.sla, p.band)
         self.cap.points.append(p)
         self.cap.points.sort(key=lambda q: q.load)
         return p
@@ -260,8 +254,12 @@ def find_capacity(
     budget: ProbeBudget | None = None,
     headroom: float = CAPACITY_HEADROOM,
     operating_point: bool = True,
+    band: Callable[[Metrics], Band] | None = None,
 ) -> tuple[Capacity, Metrics | None]:
     """Bracket and bisect the highest load meeting `sla` (and `sla` less `headroom`).
+
+    With `band` (a prediction's error band at a probe), the operating point must also meet the
+    SLA with each latency inflated by its band: a third bisection, below the headroom point.
 
     `high` is the saturated load (the simulator knows it): no load above it is probed, and in
     rate mode the operating point also stays `headroom` below it; without it the load grows by a
@@ -273,7 +271,7 @@ def find_capacity(
     # A known saturated rate also bounds the operating point: at utilisation 1 a queue has no
     # margin for a burst, so the headroom applies to the load as well as to the latencies.
     roomy_load = (1.0 - headroom) * high if mode == "rate" and high is not None else math.inf
-    s = _Search(probe, sla, cap, budget or ProbeBudget(), mode == "users", roomy_load)
+    s = _Search(probe, sla, cap, budget or ProbeBudget(), mode == "users", roomy_load, band)
     first = s.run(low)
     if first is None or not first.meets_sla:
         return cap, s.failed_run
@@ -288,6 +286,8 @@ def find_capacity(
     s.narrow(lambda p: p.meets_sla)
     if operating_point:
         s.narrow(lambda p: p.meets_headroom)
+        if band is not None:
+            s.narrow(lambda p: p.meets_headroom and p.meets_band)
         _fill_ladder(s)
     return cap, s.failed_run
 
@@ -370,10 +370,13 @@ def sim_capacity(
         runs[load] = predict_metrics(config, ctx, eff, at)
         return runs[load]
 
+    def band(m: Metrics) -> Band:
+        return band_for(ctx.gpu, grid_point(config, wl, m))
+
     # Without a latency bound every load passes: capacity is the saturated end of the bracket.
     cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, high=high,
                                 tensor_parallel_size=tp, budget=budget,
-                                operating_point=operating_point)  # fmt: skip
+                                operating_point=operating_point, band=band)  # fmt: skip
     if failed is not None:
         return cap, failed
     best = cap.at_sla

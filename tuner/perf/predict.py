@@ -11,15 +11,13 @@ from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import GIB, plan_memory
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
-from tuner.perf.speculative import Speculation, step_coeffs
+from tuner.perf.speculative import NGRAM, Speculation, acceptance_for, step_coeffs
 from tuner.perf.summary import summarize
 from tuner.specs import Context, EngineConfig, Metrics, Workload
 from tuner.validity import invalid_reason
 
 __all__ = ["NGRAM", "closed_loop_cycle_s", "predict_metrics", "speculation_for", "sim_requests"]
 
-# Draft-model name of the prompt-lookup proposer (no model weights, vLLM `method: ngram`).
-NGRAM = "ngram"
 BACKEND = "sim"
 
 
@@ -27,18 +25,18 @@ def speculation_for(
     config: EngineConfig, ctx: Context, eff: Efficiency = DEFAULT_EFFICIENCY
 ) -> Speculation | None:
     """The speculative setup of `config`, or None; the draft ModelSpec comes from `ctx.draft`."""
-    if not config.num_speculative_tokens:
+    if not config.num_speculative_tokens or config.draft_model is None:
         return None
+    k = config.num_speculative_tokens
+    # The stated rate, else the --gpu profile's measured curve, else the default (one place).
+    choice = acceptance_for(config.draft_model, ctx.workload, ctx.gpu.calibration)
+    curve = tuple(choice.curve.per_position) if choice.curve else None
     if config.draft_model == NGRAM:
-        ngram_acceptance = ctx.workload.ngram_acceptance_rate
-        return Speculation(
-            config.num_speculative_tokens, ngram_acceptance, None, eff.ngram_proposal_s
-        )
-    acceptance = ctx.workload.acceptance_rate
+        return Speculation(k, choice.per_token, None, eff.ngram_proposal_s, per_position=curve)
     if ctx.draft is None:
         raise ValueError(f"draft model {config.draft_model!r} is not resolved in the context")
     draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=DRAFT_QUANTIZATION)
-    return Speculation(config.num_speculative_tokens, acceptance, draft)
+    return Speculation(k, choice.per_token, draft, per_position=curve)
 
 
 def closed_loop_cycle_s(
@@ -129,6 +127,10 @@ def predict_metrics(
     metrics = summarize(result, plan, ctx.sla, config.tensor_parallel_size, BACKEND)
     metrics.extra["kernel_path"] = target.kernel_path
     metrics.extra["tokens_per_step"] = spec.tokens_per_step if spec else 1.0
+    if spec and config.draft_model:
+        metrics.extra["acceptance"] = acceptance_for(
+            config.draft_model, wl, ctx.gpu.calibration
+        ).text
     metrics.extra["batch1_decode_ms"] = 1e3 * target.decode_step_s(
         1, wl.input_tokens + wl.output_tokens / 2
     )

@@ -5,15 +5,35 @@ sequence are 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) (Leviathan et al., 2023
 The cost per step is k draft decode steps plus one target step over (k+1) tokens per sequence:
 cheap while the target is memory-bound (small batch), a loss once the target GEMMs become
 compute-bound (large batch), where the k rejected-position FLOPs are paid for nothing.
+
+Measured acceptance is not i.i.d.: later draft positions are accepted less often (the draft
+drifts from the target as it conditions on its own guesses). With a per-position curve a_i =
+P(position i accepted | positions before it accepted), the expected tokens per step are
+1 + sum_{i=1..k} prod_{j<=i} a_j; a constant curve a_i = a gives the formula above.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.calibration_schema import AcceptanceCurve, Calibration
 from tuner.perf.costs import StepCostModel
+from tuner.specs import DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, Workload
 
-__all__ = ["Speculation", "expected_tokens_per_step", "step_coeffs"]
+__all__ = [
+    "NGRAM",
+    "AcceptanceChoice",
+    "Speculation",
+    "acceptance_for",
+    "expected_tokens_from_curve",
+    "expected_tokens_per_step",
+    "measured_curve",
+    "step_coeffs",
+]
+
+# Draft-model name of the prompt-lookup proposer (no model weights, vLLM `method: ngram`).
+NGRAM = "ngram"
 
 
 def expected_tokens_per_step(acceptance: float, num_spec_tokens: int) -> float:
@@ -25,6 +45,18 @@ def expected_tokens_per_step(acceptance: float, num_spec_tokens: int) -> float:
     return (1.0 - acceptance ** (num_spec_tokens + 1)) / (1.0 - acceptance)
 
 
+def expected_tokens_from_curve(per_position: Sequence[float], num_spec_tokens: int) -> float:
+    """Expected tokens per verify step from conditional acceptance per draft position:
+    1 + sum_i prod_{j<=i} a_j; positions past the curve's end reuse its last value."""
+    if not per_position:
+        raise ValueError("an acceptance curve needs at least one position")
+    total, reach = 1.0, 1.0
+    for i in range(num_spec_tokens):
+        reach *= per_position[min(i, len(per_position) - 1)]
+        total += reach
+    return total
+
+
 @dataclass(frozen=True)
 class Speculation:
     """A speculative-decoding setup: k proposals from a draft model (or an n-gram lookup)."""
@@ -33,10 +65,14 @@ class Speculation:
     acceptance: float
     draft: StepCostModel | None  # None: prompt-lookup n-gram proposer (no model)
     ngram_proposal_s: float = 0.0
+    # Measured conditional acceptance per draft position; when set it replaces `acceptance`.
+    per_position: tuple[float, ...] | None = None
 
     @property
     def tokens_per_step(self) -> float:
         """Expected tokens each decoding sequence advances per step."""
+        if self.per_position:
+            return expected_tokens_from_curve(self.per_position, self.num_spec_tokens)
         return expected_tokens_per_step(self.acceptance, self.num_spec_tokens)
 
     @property
@@ -68,3 +104,43 @@ def step_coeffs(
             const += d.gemm_s(prefill_tokens, 0) if prefill_tokens else 0.0
             per_ctx += k * d.decode_attn_s_per_ctx(1.0)
     return const, per_ctx
+
+
+@dataclass(frozen=True)
+class AcceptanceChoice:
+    """The acceptance a prediction uses, where it came from, and that in one sentence."""
+
+    per_token: float  # i.i.d. acceptance (a measured curve's first position when measured)
+    curve: AcceptanceCurve | None  # the measured curve used, if any
+    text: str  # e.g. "assumes acceptance 0.70 per token (default, not measured; ...)"
+
+
+def measured_curve(draft_model: str, calibration: Calibration | None) -> AcceptanceCurve | None:
+    """The calibration's curve for this draft: the n-gram one for 'ngram'; for a draft model the
+    curve measured with that name, else any draft-model curve (the kind, not the pair, matches)."""
+    curves = calibration.acceptance if calibration else []
+    if draft_model == NGRAM:
+        return next((c for c in curves if c.draft == NGRAM), None)
+    named = [c for c in curves if c.draft == draft_model]
+    return next(iter(named or [c for c in curves if c.draft != NGRAM]), None)
+
+
+def acceptance_for(
+    draft_model: str, workload: Workload, calibration: Calibration | None
+) -> AcceptanceChoice:
+    """Precedence: the workload's stated rate (--acceptance), then a measured curve of the GPU
+    profile's calibration, then the default (DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE)."""
+    ngram = draft_model == NGRAM
+    stated = workload.ngram_acceptance_rate if ngram else workload.acceptance_rate
+    if stated is not None:
+        return AcceptanceChoice(stated, None, f"assumes acceptance {stated:.2f} per token (given)")
+    curve = measured_curve(draft_model, calibration)
+    if curve is not None:
+        shown = ", ".join(f"{a:.2f}" for a in curve.per_position)
+        text = (f"acceptance measured on {curve.prompts} with draft {curve.draft} "
+                f"(per position {shown})")  # fmt: skip
+        return AcceptanceChoice(curve.per_position[0], curve, text)
+    default = DEFAULT_NGRAM_ACCEPTANCE if ngram else DEFAULT_ACCEPTANCE
+    text = (f"assumes acceptance {default:.2f} per token (default, not measured; measure with "
+            "`tuner acceptance`)")  # fmt: skip
+    return AcceptanceChoice(default, None, text)

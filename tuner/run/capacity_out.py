@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.export import ENGINES
+from tuner.perf.bands import band_columns
 from tuner.perf.capacity import Capacity, LoadPoint
 from tuner.run.spec import RunSpec
 from tuner.search.frontier import FrontPoint, ranked_by_capacity
@@ -22,12 +23,14 @@ __all__ = [
     "expressible",
     "format_load",
     "load_unit",
+    "probe_at",
     "write_frontier_csv",
 ]
 
-# Per-trial capacity columns (trials.csv), read from Metrics.extra.
+# Per-trial capacity and error-band columns (trials.csv), read from Metrics.extra; in capacity
+# mode the band is the one at the capacity load (tuner.backends.capacity_extra).
 CAPACITY_COLUMNS = ("capacity_rps_per_gpu", "capacity_tok_s_per_gpu", "capacity_load",
-                    "operating_load", "operating_tok_s_per_gpu")  # fmt: skip
+                    "operating_load", "operating_tok_s_per_gpu", *band_columns(None))  # fmt: skip
 
 
 def load_unit(mode: str) -> str:
@@ -74,6 +77,12 @@ def engine_picks(
     return picks
 
 
+def probe_at(record: TrialRecord, load: float) -> LoadPoint | None:
+    """The capacity probe of `record` at exactly `load` (a frontier row's), if any."""
+    points = record.capacity.points if record.capacity else []
+    return next((p for p in points if p.load == load), None)
+
+
 def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
     return {
         "load": p.load,
@@ -81,6 +90,7 @@ def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
         "output_tokens_per_s_per_gpu": p.output_tokens_per_s_per_gpu,
         f"ttft_p{pct}_ms": p.ttft_ms.at(pct),
         f"tpot_p{pct}_ms": p.tpot_ms.at(pct),
+        **band_columns(p.band),
     }
 
 
@@ -113,6 +123,9 @@ def write_frontier_csv(
         r = by_number[q.trial]
         cfg = r.config.model_dump(mode="json") if r.config else {}
         extra = r.metrics.extra if r.metrics else {}
+        probe = (
+            next((p for p in r.capacity.points if p.load == q.load), None) if r.capacity else None
+        )
         rows.append({
             "rank": i + 1, "trial": q.trial, **{k: cfg.get(k, "") for k in KNOBS},
             "load_mode": q.mode, "load": q.load,
@@ -122,6 +135,7 @@ def write_frontier_csv(
             "tokens_per_s_per_user": q.tokens_per_s_per_user, "is_capacity": q.is_capacity,
             "capacity_rps_per_gpu": extra.get("capacity_rps_per_gpu", ""),
             "capacity_tok_s_per_gpu": extra.get("capacity_tok_s_per_gpu", ""),
+            **band_columns(probe.band if probe else None),
             "stands_for": len(q.variants), "variants": " ".join(map(str, q.variants)),
             "did_not_matter": "; ".join(f"{k}={'/'.join(map(str, v))}"
                                         for k, v in q.did_not_matter.items()),

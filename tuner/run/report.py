@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.perf.speculative import acceptance_for
 from tuner.run.html_page import ONERROR_JS, plot_divs, plot_script
 from tuner.run.report_capacity import CapacityReport, capacity_report
 from tuner.run.report_figures import figures
@@ -31,6 +32,7 @@ class Point(BaseModel):
     tpot_ms: float
     tput_per_gpu: float
     capacity_tok_s_per_gpu: float | None = None  # capacity mode: goodput at the SLA
+    band_pct: dict[str, float] = {}  # predicted quantity -> error band, % (sim only)
     meets_sla: bool
     on_front: bool
     recommended: bool
@@ -97,6 +99,7 @@ def report_data(
                 tpot_ms=r.metrics.tpot_ms.at(pct),
                 tput_per_gpu=r.metrics.output_tokens_per_s_per_gpu,
                 capacity_tok_s_per_gpu=r.metrics.extra.get("capacity_tok_s_per_gpu"),  # type: ignore[arg-type]
+                band_pct=_bands(r.metrics.extra),
                 meets_sla=r.meets(sla),
                 on_front=r.number in front,
                 recommended=r.number == result.recommended,
@@ -131,6 +134,8 @@ def report_data(
         "backend": spec.backend,
         "sampler": f"{spec.sampler} (seed {spec.seed}), {spec.trials} trials",
     }
+    if drafts := [d for d in spec.space.draft_model if d]:
+        inputs["speculative acceptance"] = _acceptance_text(spec, drafts)
     return ReportData(
         title=f"tuner: {spec.model.name} on {spec.gpu.name}, SLA {spec.sla.name}",
         inputs=inputs,
@@ -155,6 +160,20 @@ def report_data(
     )
 
 
+def _bands(extra: dict[str, Any]) -> dict[str, float]:
+    """The error bands in a trial's Metrics.extra (tuner.perf.bands.band_columns), by quantity."""
+    out = {}
+    for q in ("ttft", "tpot", "e2e", "throughput"):
+        v = extra.get(f"{q}_band_pct")
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[q] = float(v)
+    return out
+
+
+def _pm(p: Point, quantity: str) -> str:
+    return f" +- {p.band_pct[quantity]:.0f}%" if quantity in p.band_pct else ""
+
+
 def _sla_text(spec: RunSpec) -> str:
     s = spec.sla
     parts = []
@@ -164,6 +183,15 @@ def _sla_text(spec: RunSpec) -> str:
         parts.append(f"TPOT <= {s.tpot_ms:g} ms")
     bounds = " and ".join(parts) or "no latency bound (throughput)"
     return f"{s.name}: {bounds} at P{s.percentile}"
+
+
+def _acceptance_text(spec: RunSpec, drafts: list[str]) -> str:
+    """What acceptance the speculating variants' results rest on, per draft of the space."""
+    if spec.backend != "sim":
+        return f"measured by the {spec.backend} backend on its replayed prompts"
+    return "; ".join(
+        f"{d}: {acceptance_for(d, spec.workload, spec.gpu.calibration).text}" for d in drafts
+    )
 
 
 def _workload_text(spec: RunSpec) -> str:
@@ -189,9 +217,9 @@ def _table(data: ReportData) -> str:
         cells = [
             str(n),
             *(str(p.knobs[k]) for k in KNOB_COLUMNS),
-            f"{p.ttft_ms:.1f}",
-            f"{p.tpot_ms:.2f}",
-            f"{p.tput_per_gpu:.0f}",
+            f"{p.ttft_ms:.1f}{_pm(p, 'ttft')}",
+            f"{p.tpot_ms:.2f}{_pm(p, 'tpot')}",
+            f"{p.tput_per_gpu:.0f}{_pm(p, 'throughput')}",
             "" if p.capacity_tok_s_per_gpu is None else f"{p.capacity_tok_s_per_gpu:.0f}",
         ]
         rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
@@ -210,8 +238,9 @@ def _summary(data: ReportData) -> str:
     knobs = ", ".join(f"{k}={v}" for k, v in p.knobs.items())
     return (
         f'<p class="ok"><b>Recommended: trial {p.number}</b>{room}: {html.escape(knobs)}; '
-        f"TTFT P{data.percentile} {p.ttft_ms:.1f} ms, TPOT P{data.percentile} "
-        f"{p.tpot_ms:.2f} ms, {p.tput_per_gpu:.0f} output tokens/s per GPU.</p>"
+        f"TTFT P{data.percentile} {p.ttft_ms:.1f} ms{_pm(p, 'ttft')}, TPOT P{data.percentile} "
+        f"{p.tpot_ms:.2f} ms{_pm(p, 'tpot')}, {p.tput_per_gpu:.0f}{_pm(p, 'throughput')} output "
+        f"tokens/s per GPU{' (+- the error band of the prediction)' if p.band_pct else ''}.</p>"
     )
 
 

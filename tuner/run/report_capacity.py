@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tuner.run.capacity_out import load_unit
+from tuner.run.capacity_out import load_unit, probe_at
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA
@@ -41,6 +41,8 @@ class CapacityReport(BaseModel):
     front_tok_s: list[float]
     front_user_tok_s: list[float]  # per-user output speed, 1000 / TPOT
     front_text: list[str]
+    # Error bars of the frontier points (absolute): tok/s/GPU +-, per-user tok/s - and +.
+    front_err: list[tuple[float, float, float]] = []
     recommended: tuple[float, float] | None  # (tok/s/GPU, per-user tok/s) of the operating point
     curves: list[Curve]
 
@@ -72,6 +74,8 @@ def capacity_report(records: list[TrialRecord], result: ParetoResult, sla: SLA) 
             )
         )
     mode = result.frontier[0].mode if result.frontier else "rate"
+    err = [_error_bar(by_number[q.trial], q.load, q.output_tokens_per_s_per_gpu,
+                      q.tokens_per_s_per_user) for q in result.frontier]  # fmt: skip
     return CapacityReport(
         load_unit=load_unit(mode), percentile=pct, ttft_bound_ms=sla.ttft_ms,
         tpot_bound_ms=sla.tpot_ms,
@@ -80,7 +84,19 @@ def capacity_report(records: list[TrialRecord], result: ParetoResult, sla: SLA) 
         front_text=[f"trial {q.trial} at {q.load:.2f} {load_unit(q.mode)}; stands for "
                     f"{len(q.variants)} variant(s)" for q in result.frontier],
         recommended=rec_point, curves=curves,
+        front_err=err if all(e is not None for e in err) else [],
     )  # fmt: skip
+
+
+def _error_bar(r: TrialRecord, load: float, tok_s: float,
+               user_tok_s: float) -> tuple[float, float, float] | None:  # fmt: skip
+    """The band of the probe at `load` as error bars: throughput +-, and per-user speed (1000 /
+    TPOT) down to 1/(1 + b) and up to 1/(1 - b) of itself (b capped at 0.9)."""
+    probe = probe_at(r, load)
+    if probe is None or probe.band is None:
+        return None
+    b = min(probe.band.tpot, 0.9)
+    return tok_s * probe.band.throughput, user_tok_s * b / (1 + b), user_tok_s * b / (1 - b)
 
 
 def _frontier_figure(c: CapacityReport) -> dict[str, Any]:
@@ -90,6 +106,11 @@ def _frontier_figure(c: CapacityReport) -> dict[str, Any]:
         "hovertemplate": "%{text}<br>%{x:.0f} tok/s/GPU, %{y:.1f} tok/s per user<extra></extra>",
         "line": {"shape": "hv"},
     }]  # fmt: skip
+    if c.front_err:  # the prediction's error band (tuner.perf.bands), faint so the front reads
+        bar = {"type": "data", "visible": True, "color": "rgba(31,119,180,0.35)", "thickness": 1}
+        traces[0]["error_x"] = bar | {"array": [e[0] for e in c.front_err]}
+        traces[0]["error_y"] = bar | {"symmetric": False, "array": [e[2] for e in c.front_err],
+                                      "arrayminus": [e[1] for e in c.front_err]}  # fmt: skip
     if c.recommended:
         traces.append({"type": "scatter", "mode": "markers+text", "name": "recommended",
                        "x": [c.recommended[0]], "y": [c.recommended[1]], "text": ["recommended"],
@@ -101,7 +122,8 @@ def _frontier_figure(c: CapacityReport) -> dict[str, Any]:
         shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
                        "line": {"color": "crimson", "dash": "dash"}})  # fmt: skip
     return {"data": traces, "layout": {
-        "title": {"text": f"Latency-throughput frontier (P{c.percentile}); dashed: SLA TPOT"},
+        "title": {"text": f"Latency-throughput frontier (P{c.percentile}); dashed: SLA TPOT"
+                  + ("; bars: error band" if c.front_err else "")},
         "xaxis": {"title": {"text": "output tokens/s per GPU"}},
         "yaxis": {"title": {"text": f"per-user output tok/s (1000 / TPOT P{c.percentile})"}},
         "shapes": shapes, "height": 480,

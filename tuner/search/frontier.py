@@ -35,7 +35,9 @@ OUTCOME_TOLERANCE = 0.01
 CAPACITY_RULE = (
     "Highest goodput per GPU (output tokens/s per GPU at the highest load that meets every SLA "
     f"bound with {CAPACITY_HEADROOM:.0%} headroom, i.e. each bounded latency at the SLA "
-    f"percentile <= {1 - CAPACITY_HEADROOM:.0%} of its bound); if no variant has that headroom, "
+    f"percentile <= {1 - CAPACITY_HEADROOM:.0%} of its bound, and still <= its bound when "
+    "inflated by the prediction's error band: predicted x (1 + band) <= bound, tuner.perf.bands); "
+    "if no variant has that headroom, "
     "the highest goodput at the SLA itself, flagged. Ties go to lower TPOT, then fewer GPUs."
 )
 

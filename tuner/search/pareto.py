@@ -143,7 +143,8 @@ HV_REFERENCE_MARGIN = 0.10
 RECOMMENDATION_RULE = (
     "Highest output tokens/s per GPU among variants that meet every SLA bound with at least "
     f"{SLA_HEADROOM:.0%} headroom (each bounded latency at the SLA percentile <= "
-    f"{1 - SLA_HEADROOM:.0%} of its bound); if none has that headroom, the highest-throughput "
+    f"{1 - SLA_HEADROOM:.0%} of its bound, and predicted x (1 + its error band) <= its bound, "
+    "tuner.perf.bands); if none has that headroom, the highest-throughput "
     "variant that meets the SLA, flagged. Ties go to lower TPOT, then fewer GPUs."
 )
 
@@ -192,7 +193,14 @@ def _reference(sla: SLA, objectives: list[Objective], feasible_min: np.ndarray) 
 
 def _has_headroom(rec: TrialRecord, sla: SLA) -> bool:
     assert rec.metrics is not None
-    return all(v.relative <= -SLA_HEADROOM for v in sla_violations(rec.metrics, sla))
+    extra = rec.metrics.extra
+    for v in sla_violations(rec.metrics, sla):
+        # A predicted variant also keeps each bound with its latency x (1 + its error band).
+        band = extra.get(f"{v.metric.lower()}_band_pct")
+        inflated = v.value_ms * (1 + band / 100 if isinstance(band, int | float) else 1)
+        if v.relative > -SLA_HEADROOM or inflated > v.bound_ms:
+            return False
+    return True
 
 
 def _recommend(feasible: list[TrialRecord], sla: SLA) -> tuple[int | None, bool]:
