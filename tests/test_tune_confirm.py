@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -282,3 +284,30 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
         assert r["predicted_ttft_p95_ms"] and r["measured_ttft_p95_ms"] and r["ttft_rel_error"]
     page = (run / "report.html").read_text()
     assert 'id="parity-capacity"' in page and 'id="parity-latency"' in page
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
+    reason="Chromium is not installed",
+)
+def test_the_parity_report_renders_in_chromium(
+    fake_torch: type[FakeMeasured], tmp_path: Path
+) -> None:
+    from tests.test_report_chromium import CHROMIUM, FLAGS
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "2", "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    assert CHROMIUM is not None
+    proc = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=10000", "--dump-dom", (run / "report.html").as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    dom = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert '<pre id="js-errors"></pre>' in dom
+    rendered = re.search(r'data-plots-rendered="(\d+)"', dom)
+    assert rendered and int(rendered.group(1)) >= 2
+    for plot in ("parity-capacity", "parity-latency"):
+        assert "main-svg" in dom[dom.index(f'id="{plot}"') :][:20000], plot
