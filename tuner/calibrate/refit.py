@@ -20,7 +20,13 @@ from tuner.perf.efficiency import Efficiency, efficiency_of
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
 
-__all__ = ["REQUEST_QUANTITIES", "Observation", "fit_requests", "refit_profile"]
+__all__ = [
+    "REQUEST_QUANTITIES",
+    "Observation",
+    "fit_requests",
+    "observed_grid",
+    "refit_profile",
+]
 
 # Request-level quantities fitted, as (residual name, Metrics field); P50 of each.
 REQUEST_QUANTITIES = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.cli import (
     bench_cmd,  # noqa: F401
+    calibrate_cmd,  # noqa: F401
     catalog_cmds,  # noqa: F401  (registers commands)
     plan_cmd,  # noqa: F401
     predict_cmd,  # noqa: F401
