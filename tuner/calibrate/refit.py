@@ -2,8 +2,8 @@
 
 `refit_profile` updates a device profile from confirmed measurements (`tune --confirm --refit`);
 `tuner calibrate --backend vllm` fits a fresh profile the same way from its own runs. Each
-observation is one measured run (variant, workload, Metrics); the simulator replays the same
-run (`predict_metrics`) and the fit moves the efficiency constants the runs identify.
+observation is one measured run (variant, workload, Metrics); the sim backend replays the same
+run and the fit moves the efficiency constants the runs identify.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from tuner.backends.sim import SimBackend
 from tuner.calibrate.fit import FITTABLE, FitResult, fit_efficiency
 from tuner.calibration_schema import Calibration, CalibrationGrid
 from tuner.perf.efficiency import Efficiency, efficiency_of
-from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
 
 __all__ = [
@@ -82,7 +82,9 @@ def fit_requests(
             for i in used}  # fmt: skip
 
     def predict(eff: Efficiency) -> np.ndarray:
-        runs = {i: predict_metrics(observations[i].config, ctxs[i], eff) for i in used}
+        # The sim backend: validity rules, draft models resolved, failures as infeasible.
+        sim = SimBackend(efficiency=eff)
+        runs = {i: sim.evaluate(observations[i].config, ctxs[i]) for i in used}
         return np.array([
             getattr(runs[i], field).p50 if runs[i].feasible else _INFEASIBLE_FACTOR * value
             for i, _, field, value in targets
