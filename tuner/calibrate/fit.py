@@ -39,8 +39,8 @@ FITTABLE: dict[str, tuple[float, float]] = {
     "layer_overhead_s": (1e-9, 0.1),
     "request_overhead_s": (1e-6, 10.0),
 }
-# A Jacobian column counts as independent information when its pivoted-QR diagonal is at least
-# this fraction of the largest: the constant explains >= 1% of the predictions' log spread.
+# A Jacobian column counts as independent information when the part of it the constants kept
+# before it do not explain has at least this fraction of the largest column's norm.
 _RANK_TOLERANCE = 1e-2
 # Minimum prior of the first, all-candidates fit: along directions the data cannot tell apart
 # (per-step vs per-layer overhead) it keeps the constants in their start proportions instead of
@@ -90,8 +90,10 @@ class _Problem:
 
     def efficiency(self, x: np.ndarray, active: Sequence[int]) -> Efficiency:
         """Start constants with the active parameters set from `x` (same order as `active`)."""
+        # Clipped: base * exp(log(bound / base)) can land one rounding step past the bound.
         values = {
-            self.names[i]: float(self.base[i] * np.exp(v)) for i, v in zip(active, x, strict=True)
+            self.names[i]: _clip(self.names[i], float(self.base[i] * np.exp(v)))
+            for i, v in zip(active, x, strict=True)
         }
         return replace(self.start, **values)
 

@@ -52,7 +52,7 @@ QUICK_GRID = StepGrid(batch=(1, 8), context=(64, 512), chunk=(32, 256), repeats=
 class _StepTimer:
     """One engine sized for the largest shape; installs a shape, times `Engine.step()`."""
 
-    def __init__(self, model: Any, grid: StepGrid, sync: Callable[[], None]) -> None:
+    def __init__(self, model: Any, grid: StepGrid, cuda: bool, sync: Callable[[], None]) -> None:
         from tuner.engine.generate import Engine, EngineLimits
 
         longest = max(grid.context) + max(grid.chunk) + grid.repeats + _WARMUP + 2
@@ -62,7 +62,8 @@ class _StepTimer:
             max_num_seqs=seqs, max_num_batched_tokens=max(max(grid.chunk), seqs),
             num_blocks=seqs * per_seq, block_size=_BLOCK_SIZE,
         )  # fmt: skip
-        self.engine = Engine(model, limits)
+        # As the torch backend builds it: Triton paged attention on CUDA.
+        self.engine = Engine(model, limits, use_triton=cuda)
         self.vocab = model.spec.vocab_size
         self.sync = sync
 
@@ -125,7 +126,7 @@ def measure_steps(
     model = build_model(spec, model_path=model_path, dtype=torch.bfloat16, device=device)
     quantize_model(model, "bf16", use_triton=device.startswith("cuda"))
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    timer = _StepTimer(model, grid, sync)
+    timer = _StepTimer(model, grid, device.startswith("cuda"), sync)
     out = []
     for sample in _each(grid.samples(), progress):
         if sample.kind == "decode_step":
