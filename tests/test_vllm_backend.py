@@ -396,3 +396,14 @@ def test_capacity_on_smollm2_is_bracketed_within_the_probe_budget(tmp_path: Path
     # Either the boundary was bracketed (a probed load breaks the SLA) or the budget ran out.
     assert any(not p.meets_sla for p in cap.points) or cap.budget_exhausted
     assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every probe
+
+
+def test_evaluate_loads_measures_every_load_on_one_server(fake_python: str, tmp_path: Path) -> None:
+    backend = _fake_backend(fake_python, tmp_path)
+    ctx = _ctx()
+    loads = [ctx.workload.model_copy(update={"concurrency": c}) for c in (1, 2, 4)]
+    results = backend.evaluate_loads(EngineConfig(max_num_seqs=4), ctx, loads)
+    assert [m.feasible for m in results] == [True, True, True]
+    assert [m.num_requests for m in results] == [6, 6, 6]
+    assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every load
+    assert backend.server_pid is not None and group_pids(backend.server_pid) == []

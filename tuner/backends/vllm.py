@@ -25,7 +25,7 @@ from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_co
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec
+from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
 
@@ -159,6 +159,23 @@ class VLLMBackend(CheckedBackend):
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
         """Start a server for `config`, run `ctx.workload`, stop it; infeasible on any failure."""
         return self._with_server(config, ctx, self._measure)
+
+    def evaluate_loads(
+        self, config: EngineConfig, ctx: Context, workloads: Sequence[Workload]
+    ) -> list[Metrics]:
+        """Metrics of each workload in turn on ONE server started for `config` (fixed loads)."""
+        done: list[Metrics] = []
+
+        def each(server: ServerProcess, cfg: EngineConfig, c: Context, url: str) -> Metrics:
+            startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+            for workload in workloads:
+                at = c.model_copy(update={"workload": workload})
+                done.append(self._measure_workload(server, cfg, at, url, startup_s))
+            return done[-1]
+
+        last = self._with_server(config, ctx, each)
+        # A server that failed part-way leaves the remaining loads with its failure.
+        return done + [last] * (len(workloads) - len(done))
 
     def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
                   budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
