@@ -16,9 +16,9 @@ from tuner.calibrate.device import measure_device
 from tuner.calibrate.profile import build_calibration, host_label, with_calibration
 from tuner.calibrate.refit import Observation, fit_requests, observed_grid
 from tuner.calibrate.torch_run import Calibrated
-from tuner.errors import TunerError
+from tuner.errors import BackendError
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY
-from tuner.specs import SLA, Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
+from tuner.specs import SLA, Context, EngineConfig, GPUProfile, ModelSpec, Workload
 
 __all__ = ["QUICK_RUNS", "REQUEST_RUNS", "RequestRuns", "calibrate_vllm"]
 
@@ -63,26 +63,20 @@ def _measure_runs(
     backend: Any, spec: ModelSpec, gpu: GPUProfile, runs: list[Workload], progress: Progress
 ) -> list[Observation]:
     """Start one server (the default variant) and measure every run on it."""
-    observations: list[Observation] = []
+    from tuner.backends.vllm import for_platform
+
     longest = max(runs, key=lambda w: w.input_tokens + w.output_tokens)
     ctx = Context(model=spec, gpu=gpu, sla=SLA(), workload=longest)
-
-    def work(server: Any, config: EngineConfig, c: Context, url: str) -> Metrics:
-        startup_s = server.wait_ready(f"{url}/health", backend.startup_timeout_s)
-        progress(f"server ready after {startup_s:.0f} s; measuring {len(runs)} runs")
-        for wl in runs:
-            m = backend._measure_workload(server, config, c.model_copy(update={"workload": wl}),
-                                          url, startup_s)  # fmt: skip
-            progress(f"  isl {wl.input_tokens} osl {wl.output_tokens} users {wl.concurrency}: "
-                     f"TTFT p50 {m.ttft_ms.p50:.1f} ms, TPOT p50 {m.tpot_ms.p50:.1f} ms"
-                     if m.feasible else f"  run failed: {m.reason}")  # fmt: skip
-            observations.append(Observation(config=config, workload=wl, measured=m))
-        return observations[-1].measured
-
-    progress("starting the vLLM server (1-2 min on a CPU)")
-    outcome = backend._with_server(EngineConfig(), ctx, work)
-    if not observations:
-        raise TunerError(f"vLLM calibration failed: {outcome.reason}")
+    # The variant as the server runs it (the CPU build changes the block size), for the replay.
+    config, _ = for_platform(EngineConfig(), backend.cpu_build)
+    progress(f"starting one vLLM server (1-2 min on a CPU), then {len(runs)} runs")
+    measured = backend.evaluate_loads(config, ctx, runs)
+    observations = []
+    for wl, m in zip(runs, measured, strict=True):
+        progress(f"  isl {wl.input_tokens} osl {wl.output_tokens} users {wl.concurrency}: "
+                 f"TTFT p50 {m.ttft_ms.p50:.1f} ms, TPOT p50 {m.tpot_ms.p50:.1f} ms"
+                 if m.feasible else f"  run failed: {m.reason}")  # fmt: skip
+        observations.append(Observation(config=config, workload=wl, measured=m))
     return observations
 
 
@@ -92,8 +86,12 @@ def calibrate_vllm(
     runs: RequestRuns = REQUEST_RUNS,
     model_path: str | None = None,
     progress: Progress = lambda _: None,
+    backend: Any = None,
 ) -> Calibrated:
-    """Measure this device, then request latencies of a vLLM server on `spec`; fit; profile."""
+    """Measure this device, then request latencies of a vLLM server on `spec`; fit; profile.
+
+    `backend`: a configured VLLMBackend (default: one for `model_path` with its defaults).
+    """
     import torch
 
     from tuner.backends.vllm import VLLMBackend
@@ -102,11 +100,12 @@ def calibrate_vllm(
     progress(f"measuring the device ({where}): copy bandwidth, GEMM throughput per dtype")
     base, peaks = measure_device(where)
     progress(", ".join(f"{k} {v:.4g}" for k, v in peaks.items()))
-    backend = VLLMBackend(model_path=model_path)
+    backend = backend or VLLMBackend(model_path=model_path)
     observations = _measure_runs(backend, spec, base, runs.workloads(), progress)
     usable = [o for o in observations if o.measured.feasible]
     if not usable:
-        raise TunerError(f"vLLM calibration: every run failed ({observations[0].measured.reason})")
+        reason = observations[0].measured.reason
+        raise BackendError(f"vLLM calibration: every run failed ({reason})")
     progress(f"fitting the efficiency constants to {len(usable)} runs (TTFT, TPOT)")
     fit = fit_requests(base, spec, usable, start=DEFAULT_EFFICIENCY)
     host = host_label(base, where) + f", vLLM server ({backend.run_dir})"
