@@ -61,12 +61,12 @@ def calibrate_torch(
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _calibrate(spec, grid, device, threads, model_path, progress)
+        return _calibrate(spec, grid, device, model_path, progress)
     finally:
         torch.set_num_threads(before)  # the caller's process keeps its own setting
 
 
-def _calibrate(spec: ModelSpec, grid: StepGrid, device: str | None, threads: int | None,
+def _calibrate(spec: ModelSpec, grid: StepGrid, device: str | None,
                model_path: str | None, progress: Progress) -> Calibrated:  # fmt: skip
     import torch
 
@@ -87,7 +87,6 @@ def _calibrate(spec: ModelSpec, grid: StepGrid, device: str | None, threads: int
         [s.kind for s in samples],
         DEFAULT_EFFICIENCY,
     )
-    calibration = build_calibration(
-        "torch", spec.name, host_label(base, where, threads), fit, step_grid_covered(samples)
-    )
+    host = host_label(base, where, torch.get_num_threads())
+    calibration = build_calibration("torch", spec.name, host, fit, step_grid_covered(samples))
     return Calibrated(with_calibration(base, calibration), fit, peaks, len(samples))
