@@ -6,7 +6,7 @@ from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.errors import TunerError
 from tuner.perf.bands import band_columns, band_for, grid_point
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
-from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.efficiency import Efficiency
 from tuner.perf.predict import NGRAM, predict_metrics
 from tuner.specs import Context, EngineConfig, Metrics
 
@@ -32,7 +32,8 @@ class SimBackend(CheckedBackend):
     ) -> None:
         """`seed` overrides the workload's; `capacity` adds `capacity_rps_per_gpu` to extra."""
         self.seed = seed
-        self.efficiency = efficiency or DEFAULT_EFFICIENCY
+        # None: each prediction uses its GPU's calibrated constants (else the defaults).
+        self.efficiency = efficiency
         self.capacity = capacity
 
     def _resolve(self, config: EngineConfig, ctx: Context) -> Context:
