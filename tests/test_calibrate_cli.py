@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tuner.calibrate.profile import write_profile
-from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
+from tuner.calibration_schema import AcceptanceCurve, Calibration, CalibrationGrid, Residual
 from tuner.catalog import load_gpu, load_model
 from tuner.cli import app
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, efficiency_of
@@ -68,6 +68,13 @@ def test_predictions_follow_the_fitted_constants(tmp_path: Path) -> None:
 
 def test_calibrate_torch_quick_on_this_cpu(tmp_path: Path) -> None:
     out = tmp_path / "cpu.yaml"
+    # A curve `tuner acceptance --into` stored earlier survives re-calibrating into the file.
+    curve = AcceptanceCurve(draft="ngram", per_position=[0.1, 0.6], prompts="shipped",
+                            tokens_measured=50)  # fmt: skip
+    earlier = _calibrated(load_gpu("h100-sxm"))
+    assert earlier.calibration is not None
+    earlier.calibration.acceptance = [curve]
+    write_profile(earlier, out)
     result = runner.invoke(app, ["calibrate", "--backend", "torch", "--model", "llama-tiny-20m",
                                  "--out", str(out), "--quick", "--threads", "1"])  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -79,6 +86,7 @@ def test_calibrate_torch_quick_on_this_cpu(tmp_path: Path) -> None:
     assert set(cal["residuals"]) == {"decode_step", "prefill_step"}
     assert cal["efficiency"] and set(cal["efficiency"]) <= set(vars(DEFAULT_EFFICIENCY))
     assert runner.invoke(app, ["validate", str(out), "--kind", "gpu"]).exit_code == 0
+    assert cal["acceptance"] == [curve.model_dump(mode="json")]
     # The profile drives predictions of the model it was measured with.
     pred = runner.invoke(app, ["predict", "--model", "llama-tiny-20m", "--gpu", str(out),
                                "--isl", "128", "--osl", "16", "--concurrency", "2",

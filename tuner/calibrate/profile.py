@@ -15,7 +15,8 @@ from tuner.calibration_schema import Calibration, CalibrationGrid
 from tuner.errors import InputError
 from tuner.specs import GPUProfile
 
-__all__ = ["build_calibration", "default_output", "host_label", "with_calibration", "write_profile"]
+__all__ = ["build_calibration", "default_output", "host_label", "keep_acceptance",
+           "with_calibration", "write_profile"]  # fmt: skip
 
 _HEADER = (
     "# Device profile written by `tuner calibrate`: peaks measured on this host, efficiency\n"
@@ -66,6 +67,21 @@ def default_output(profile: GPUProfile) -> Path:
     host = (socket.gethostname() or profile.name).split(".")[0]
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in host) or "host"
     return Path(f"calibrated-{safe}.yaml")
+
+
+def keep_acceptance(profile: GPUProfile, path: Path) -> GPUProfile:
+    """`profile` with the acceptance curves a profile already at `path` holds (re-calibrating the
+    device does not invalidate what `tuner acceptance` measured on the model)."""
+    if profile.calibration is None or not path.is_file():
+        return profile
+    try:
+        old = GPUProfile.model_validate(yaml.safe_load(path.read_text()))
+    except (OSError, ValueError, yaml.YAMLError):
+        return profile  # not a profile we wrote: it is replaced, as --out says
+    if old.calibration is None or not old.calibration.acceptance:
+        return profile
+    calibration = profile.calibration.model_copy(update={"acceptance": old.calibration.acceptance})
+    return profile.model_copy(update={"calibration": calibration})
 
 
 def write_profile(profile: GPUProfile, path: Path) -> None:

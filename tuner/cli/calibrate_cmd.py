@@ -88,7 +88,7 @@ def calibrate(
     quick: Annotated[bool, typer.Option("--quick", hidden=True)] = False,
 ) -> None:
     """Measure this device (CPU without a GPU), fit the simulator to it, write a --gpu profile."""
-    from tuner.calibrate.profile import default_output, write_profile
+    from tuner.calibrate.profile import default_output, keep_acceptance, write_profile
 
     if backend not in _DEFAULT_MODEL:
         raise InputError(f"--backend {echo(backend)} is not one of: torch, vllm")
@@ -108,5 +108,5 @@ def calibrate(
         done = calibrate_vllm(spec, runs=QUICK_RUNS if quick else REQUEST_RUNS,
                               model_path=model_path, progress=_progress)  # fmt: skip
     path = out or default_output(done.profile)
-    write_profile(done.profile, path)
+    write_profile(keep_acceptance(done.profile, path), path)
     _report(done, path, time.perf_counter() - start)
