@@ -6,7 +6,7 @@ from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.errors import TunerError
 from tuner.perf.bands import band_columns, band_for, grid_point
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
-from tuner.perf.efficiency import Efficiency, efficiency_of
+from tuner.perf.efficiency import Efficiency
 from tuner.perf.predict import NGRAM, predict_metrics
 from tuner.specs import Context, EngineConfig, Metrics
 
@@ -30,9 +30,9 @@ class SimBackend(CheckedBackend):
         capacity: bool = False,
         **_ignored: object,
     ) -> None:
-        """`seed` overrides the workload's; `capacity` adds `capacity_rps_per_gpu` to extra;
-        without `efficiency` a calibrated device profile's fitted constants apply."""
+        """`seed` overrides the workload's; `capacity` adds `capacity_rps_per_gpu` to extra."""
         self.seed = seed
+        # None: each prediction uses its GPU's calibrated constants (else the defaults).
         self.efficiency = efficiency
         self.capacity = capacity
 
@@ -52,13 +52,12 @@ class SimBackend(CheckedBackend):
         """Predict `config` under `ctx.workload` (adds the capacity when asked)."""
         try:
             ctx = self._resolve(config, ctx)
-            eff = self._efficiency(ctx)
-            metrics = predict_metrics(config, ctx, eff)
+            metrics = predict_metrics(config, ctx, self.efficiency)
             if metrics.feasible:
                 band = band_for(ctx.gpu, grid_point(config, ctx.workload, metrics))
                 metrics.extra.update(band_columns(band))
             if self.capacity and metrics.feasible:
-                cap, _ = sim_capacity(config, ctx, eff=eff)
+                cap, _ = sim_capacity(config, ctx, eff=self.efficiency)
                 metrics.extra["capacity_rps_per_gpu"] = cap.rps_per_gpu
                 metrics.extra["capacity_tok_s_per_gpu"] = cap.tok_s_per_gpu
                 metrics.extra["capacity_load"] = cap.at_sla.load if cap.at_sla else 0.0
@@ -73,13 +72,9 @@ class SimBackend(CheckedBackend):
         """The simulator's capacity search of `config` (it knows the saturated rate)."""
         try:
             ctx = self._resolve(config, ctx)
-            return sim_capacity(config, ctx, eff=self._efficiency(ctx), mode=mode, budget=budget)
+            return sim_capacity(config, ctx, eff=self.efficiency, mode=mode, budget=budget)
         except _FAILURES as exc:
             return no_capacity(config, mode), self._failure(exc)
-
-    def _efficiency(self, ctx: Context) -> Efficiency:
-        """The constants given, else the device profile's calibration over the defaults."""
-        return self.efficiency or efficiency_of(ctx.gpu.calibration)
 
     def _failure(self, exc: Exception) -> Metrics:
         if isinstance(exc, TunerError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tuner.cli import (
     acceptance_cmd,  # noqa: F401
     bench_cmd,  # noqa: F401
+    calibrate_cmd,  # noqa: F401
     catalog_cmds,  # noqa: F401  (registers commands)
     plan_cmd,  # noqa: F401
     predict_cmd,  # noqa: F401

@@ -42,6 +42,8 @@ _FLAGS = {
         "engine defaults")],
     "confirm_seconds": Annotated[float | None, typer.Option(
         help="With --screen: measurement time budget; variants not started by then are skipped")],
+    "refit": Annotated[bool, typer.Option(
+        help="With --screen: refit the device profile from the measurements (RUN/device.yaml)")],
 }  # fmt: skip
 
 
@@ -66,8 +68,8 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
                              "one new run folder)")  # fmt: skip
     try:
         return ConfirmOptions(screen=screen, confirm=3 if flags["confirm"] is None
-                              else flags["confirm"],
-                              confirm_seconds=flags["confirm_seconds"])  # fmt: skip
+                              else flags["confirm"], confirm_seconds=flags["confirm_seconds"],
+                              refit=flags["refit"])  # fmt: skip
     except ValidationError as exc:
         err = exc.errors()[0]
         flag = "--" + str(err["loc"][0]).replace("_", "-")
@@ -75,12 +77,12 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
 
 
 def screen_options(func: F) -> F:
-    """Add --screen, --confirm and --confirm-seconds; the command receives
+    """Add --screen, --confirm, --confirm-seconds and --refit; the command receives
     `screen_flags=ConfirmOptions | None`, checked against its other flags."""
     sig = inspect.signature(func, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != SCREEN_PARAM]
     added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                               default=None, annotation=kind)
+                               default=False if name == "refit" else None, annotation=kind)
              for name, kind in _FLAGS.items()]  # fmt: skip
 
     @functools.wraps(func)
@@ -158,6 +160,7 @@ def _print(outcome: ConfirmOutcome) -> None:
     say(f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}")
     for name in ("confirm.csv", "report.html", "best.yaml", "screen"):
         say(f"  {name}: {outcome.files[name]}")
+    _print_refit(outcome)
     rec = outcome.recommended
     if rec is None:
         raise NoFeasibleConfigError(
@@ -168,6 +171,17 @@ def _print(outcome: ConfirmOutcome) -> None:
     say(gain_text(outcome), style="bold")
     if "exports" in outcome.files:
         say(f"  exports: {outcome.files['exports']}")
+
+
+def _print_refit(outcome: ConfirmOutcome) -> None:
+    if outcome.refit_note:
+        say(f"refit: {outcome.refit_note}")
+    if outcome.refit is None:
+        return
+    r = outcome.refit
+    say(f"refit from {r.observations} measured variants, median |predicted/measured - 1|: "
+        f"{r.moved()}")  # fmt: skip
+    say(f"  refitted device profile: {r.path} (use it as --gpu {r.path})")
 
 
 def run_confirm(

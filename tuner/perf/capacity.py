@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.perf.bands import Band, band_for, grid_point, meets_banded
-from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
 
@@ -334,7 +334,7 @@ def sim_capacity(
     config: EngineConfig,
     ctx: Context,
     *,
-    eff: Efficiency = DEFAULT_EFFICIENCY,
+    eff: Efficiency | None = None,
     mode: LoadMode = "rate",
     budget: ProbeBudget | None = None,
     operating_point: bool = True,
@@ -344,6 +344,7 @@ def sim_capacity(
     The Metrics are those of the highest load meeting the SLA (of the lightest load when none
     does, so the miss can be reported); infeasible when the variant cannot run at all.
     """
+    eff = resolve_efficiency(eff, ctx.gpu)
     wl = ctx.workload
     tp = config.tensor_parallel_size
     # Saturation: every measured request's user starts at once, no warm-up (an offline burst).
@@ -387,7 +388,7 @@ def max_rate_meeting_sla(
     config: EngineConfig,
     ctx: Context,
     *,
-    eff: Efficiency = DEFAULT_EFFICIENCY,
+    eff: Efficiency | None = None,
     budget: ProbeBudget | None = None,
 ) -> float:
     """Requests/s per GPU at the highest Poisson rate meeting `ctx.sla` (0 if none does)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.memory import config_kv_bytes_per_token, kv_heads_per_gpu
 from tuner.perf.precision import ACTIVATION_BYTES, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
@@ -156,10 +156,11 @@ def step_cost_model(
     model: ModelSpec,
     gpu: GPUProfile,
     config: EngineConfig,
-    eff: Efficiency = DEFAULT_EFFICIENCY,
+    eff: Efficiency | None = None,
     quantization: Quantization | None = None,
 ) -> StepCostModel:
     """Coefficients of the step-time roofline for `model` under `config` on one shard of `gpu`."""
+    eff = resolve_efficiency(eff, gpu)
     tp = config.tensor_parallel_size
     quant = quantization or config.quantization
     prec = precision_for(quant, gpu, model.hidden_size)

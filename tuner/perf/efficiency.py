@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tuner.calibration_schema import Calibration
+    from tuner.specs import GPUProfile
 
-__all__ = ["DEFAULT_EFFICIENCY", "Efficiency", "efficiency_of"]
+__all__ = ["DEFAULT_EFFICIENCY", "Efficiency", "efficiency_of", "resolve_efficiency"]
 
 MAX_BANDWIDTH_FRACTION = 0.95
 MAX_FLOPS_FRACTION = 0.85
@@ -104,3 +105,12 @@ def efficiency_of(calibration: Calibration | None) -> Efficiency:
     if calibration is None:
         return DEFAULT_EFFICIENCY
     return replace(DEFAULT_EFFICIENCY, **calibration.efficiency)
+
+
+def resolve_efficiency(eff: Efficiency | None, gpu: GPUProfile) -> Efficiency:
+    """The constants a prediction uses: an explicit `eff`, else the device's calibrated ones.
+
+    The one place where a calibrated profile (`tuner calibrate`) reaches the simulator: every
+    perf function takes `eff=None` and resolves it here against the GPU it models.
+    """
+    return eff if eff is not None else efficiency_of(gpu.calibration)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.precision import (
     ACTIVATION_BYTES,
     DRAFT_QUANTIZATION,
@@ -115,7 +115,7 @@ def plan_memory(
     config: EngineConfig,
     workload: Workload,
     draft: ModelSpec | None = None,
-    eff: Efficiency = DEFAULT_EFFICIENCY,
+    eff: Efficiency | None = None,
 ) -> MemoryPlan:
     """Plan one shard's memory; infeasible (numbers given) if weights or a sequence don't fit."""
     tp = config.tensor_parallel_size
@@ -127,7 +127,7 @@ def plan_memory(
         weights += weight_bytes_per_gpu(draft, DRAFT_QUANTIZATION, gpu, tp)
         kv_tok += config_kv_bytes_per_token(draft, config)
     workspace = activation_workspace_bytes(model, config)
-    runtime = eff.runtime_overhead_bytes
+    runtime = resolve_efficiency(eff, gpu).runtime_overhead_bytes
     free = budget - weights - workspace - runtime
     blocks = max(0, int(free // (kv_tok * config.block_size)))
     capacity = blocks * config.block_size

@@ -7,7 +7,7 @@ import numpy as np
 from tuner.bench.arrivals import plan_workload
 from tuner.bench.lengths import workload_length_pairs
 from tuner.perf.costs import StepCostModel, step_cost_model
-from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.memory import GIB, plan_memory
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
@@ -22,11 +22,12 @@ BACKEND = "sim"
 
 
 def speculation_for(
-    config: EngineConfig, ctx: Context, eff: Efficiency = DEFAULT_EFFICIENCY
+    config: EngineConfig, ctx: Context, eff: Efficiency | None = None
 ) -> Speculation | None:
     """The speculative setup of `config`, or None; the draft ModelSpec comes from `ctx.draft`."""
     if not config.num_speculative_tokens or config.draft_model is None:
         return None
+    eff = resolve_efficiency(eff, ctx.gpu)
     k = config.num_speculative_tokens
     # The stated rate, else the --gpu profile's measured curve, else the default (one place).
     choice = acceptance_for(config.draft_model, ctx.workload, ctx.gpu.calibration)
@@ -79,7 +80,7 @@ def sim_requests(
 def predict_metrics(
     config: EngineConfig,
     ctx: Context,
-    eff: Efficiency = DEFAULT_EFFICIENCY,
+    eff: Efficiency | None = None,
     workload: Workload | None = None,
     *,
     mix_prefill_decode: bool = True,
@@ -87,7 +88,9 @@ def predict_metrics(
     """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
 
     `mix_prefill_decode=False` replays a prefill-first engine whose prefill steps stall decodes.
+    `eff=None` uses the constants of `ctx.gpu` (its calibration, else the defaults).
     """
+    eff = resolve_efficiency(eff, ctx.gpu)
     wl = workload or ctx.workload
     reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.perf.capacity import max_rate_meeting_sla
-from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.efficiency import Efficiency
 from tuner.specs import (
     SLA,
     Context,
@@ -75,7 +75,7 @@ def best_capacity_config(
     space: SearchSpace,
     footprints: list[dict[str, Any]],
     *,
-    eff: Efficiency = DEFAULT_EFFICIENCY,
+    eff: Efficiency | None = None,
 ) -> CapacityChoice | None:
     """Search `footprints` (weight/KV precisions that fit) and `space`'s batch limits; None if
     no variant meets the SLA."""

@@ -54,6 +54,7 @@ class ConfirmOptions(BaseModel):
     confirm_seconds: float | None = Field(
         default=None, gt=0, description="Measurement time budget; later variants are skipped"
     )
+    refit: bool = Field(default=False, description="Refit the device profile from the results")
 
 
 class Side(BaseModel):

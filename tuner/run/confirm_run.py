@@ -31,6 +31,7 @@ from tuner.run.confirm_out import (
     write_confirm_csv,
     write_confirm_yaml,
 )
+from tuner.run.confirm_refit import RefitReport, refit_device
 from tuner.run.folder import make_run_dir
 from tuner.run.report_confirm import parity_figures, render_confirm_html
 from tuner.run.spec import RunSpec
@@ -56,6 +57,8 @@ class ConfirmOutcome:
     gain: float | None
     files: dict[str, Path] = field(default_factory=dict)
     wall_s: float = 0.0
+    refit: RefitReport | None = None
+    refit_note: str | None = None  # why no refit was written
 
     @property
     def baseline(self) -> ConfirmedVariant:
@@ -109,6 +112,10 @@ def _write(outcome: ConfirmOutcome) -> None:
         f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}",
     ]
     lines += [f"not measurable here: {p}" for p in outcome.passed_over]
+    if outcome.refit is not None:
+        r = outcome.refit
+        lines.append(f"refit from {r.observations} measurements, median |predicted/measured - 1|: "
+                     f"{r.moved()}; refitted profile: {r.path.name}")  # fmt: skip
     lines += [f"skipped: {_label(v)}: {v.reason}" for v in outcome.variants
               if v.status == "skipped"]  # fmt: skip
     title = (
@@ -163,6 +170,11 @@ def confirmed_tune(
     recommended = recommend_measured(variants)
     outcome = ConfirmOutcome(spec, options, run_dir, screened, source, variants, passed,
                              recommended, gain_over_defaults(recommended, baseline))  # fmt: skip
+    if options.refit:
+        try:
+            outcome.refit = refit_device(variants, spec, run_dir)
+        except ValueError as exc:  # nothing measured, or nothing the fit could use
+            outcome.refit_note = f"no device profile written: {exc}"
     _write(outcome)
     outcome.wall_s = time.perf_counter() - started
     return outcome
