@@ -263,7 +263,8 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
         "--max-num-seqs", "4,8,16,32", "--max-batched-tokens", "256,512,1024",
         "--isl", "64", "--osl", "16",
         "--num-requests", "8", "--ttft-ms", str(CPU_TTFT_MS), "--tpot-ms", str(CPU_TPOT_MS),
-        "--probes", "2", "--probe-seconds", "30", "--trials", "40", "--run-dir", str(run),
+        "--probes", "2", "--probe-seconds", "30", "--trials", "40", "--refit",
+        "--run-dir", str(run),
     ])  # fmt: skip
     print(result.output)
     assert result.exit_code == 0, result.output
@@ -284,6 +285,9 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
         assert r["predicted_ttft_p95_ms"] and r["measured_ttft_p95_ms"] and r["ttft_rel_error"]
     page = (run / "report.html").read_text()
     assert 'id="parity-capacity"' in page and 'id="parity-latency"' in page
+    refitted = catalog.load_gpu(str(run / "device.yaml"))
+    assert refitted.calibration is not None and refitted.calibration.refits == 1
+    assert re.search(r"TTFT P50 \d+% -> \d+%, TPOT P50 \d+% -> \d+%", result.output)
 
 
 @pytest.mark.skipif(
