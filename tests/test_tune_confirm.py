@@ -65,12 +65,18 @@ def _knobs(row: dict[str, str]) -> tuple[str, ...]:
     return tuple(row[n] for n in names)
 
 
+def _screened(tmp_path: Path, *extra: str, name: str = "run") -> tuple[Path, str]:
+    """Run the screened tune with the fake backend; (run folder, output) of a run that exits 0."""
+    run = tmp_path / name
+    result = CliRunner().invoke(app, [*SCREENED, *extra, "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    return run, result.output
+
+
 def test_screened_tune_measures_k_variants_plus_the_defaults(
     fake_torch: type[FakeMeasured], tmp_path: Path
 ) -> None:
-    run = tmp_path / "run"
-    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "3", "--run-dir", str(run)])
-    assert result.exit_code == 0, result.output
+    run, output = _screened(tmp_path, "--confirm", "3")
     # The defaults first, then three distinct screen variants: four servers' worth of work.
     assert len(fake_torch.measured) == 4 and fake_torch.measured[0] == EngineConfig()
     assert len({c.model_dump_json() for c in fake_torch.measured}) == 4
@@ -83,14 +89,14 @@ def test_screened_tune_measures_k_variants_plus_the_defaults(
     pred, meas = (float(best[f"{s}_capacity_tok_s_per_gpu"]) for s in ("predicted", "measured"))
     assert float(best["capacity_rel_error"]) == pytest.approx(pred / meas - 1, abs=1e-3)
     gain = meas / float(rows[0]["measured_capacity_tok_s_per_gpu"]) - 1
-    assert f"{gain:+.0%} capacity over the engine defaults" in result.output
+    assert f"{gain:+.0%} capacity over the engine defaults" in output
     saved = yaml.safe_load((run / "best.yaml").read_text())
     assert saved["mode"] == "confirmed" and saved["gain_over_defaults"] == pytest.approx(gain)
     assert str(saved["recommended"]["config"]["max_num_seqs"]) == best["max_num_seqs"]
     assert (run / "exports" / "vllm.sh").is_file() and (run / "screen" / "report.html").is_file()
     page = (run / "report.html").read_text()
     assert 'id="parity-capacity"' in page and "y = x (exact)" in page and "rank 1" in page
-    assert "baseline: the torch engine's defaults" in result.output
+    assert "baseline: the torch engine's defaults" in output
 
 
 def test_candidates_are_distinct_runnable_and_in_predicted_order(tmp_path: Path) -> None:
@@ -116,19 +122,16 @@ def test_the_time_budget_skips_variants_not_started(
     fake_torch: type[FakeMeasured], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(FakeMeasured, "seconds_per_variant", 0.5)
-    run = tmp_path / "run"
     started = time.perf_counter()
-    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "3", "--confirm-seconds", "0.2",
-                                      "--run-dir", str(run)])  # fmt: skip
-    assert result.exit_code == 0, result.output
+    run, output = _screened(tmp_path, "--confirm", "3", "--confirm-seconds", "0.2")
     assert time.perf_counter() - started < 20
     assert len(fake_torch.measured) == 1  # the defaults, started within the budget
     rows = _rows(run)
     assert [r["status"] for r in rows] == ["measured", "skipped", "skipped", "skipped"]
     assert all("--confirm-seconds budget (0.2 s) was spent" in r["reason"] for r in rows[1:])
     assert all(r["predicted_capacity_tok_s_per_gpu"] for r in rows)  # predictions still shown
-    assert result.output.count("skipped rank") == 3
-    assert "+0% capacity over the engine defaults: the defaults measured best" in result.output
+    assert output.count("skipped rank") == 3
+    assert "+0% capacity over the engine defaults: the defaults measured best" in output
 
 
 def _variant(role: str, status: str, measured: float | None, predicted: float) -> ConfirmedVariant:
@@ -299,9 +302,7 @@ def test_the_parity_report_renders_in_chromium(
 ) -> None:
     from tests.test_report_chromium import CHROMIUM, FLAGS
 
-    run = tmp_path / "run"
-    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "2", "--run-dir", str(run)])
-    assert result.exit_code == 0, result.output
+    run, _ = _screened(tmp_path, "--confirm", "2")
     assert CHROMIUM is not None
     proc = subprocess.run(
         [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
@@ -320,15 +321,12 @@ def test_the_parity_report_renders_in_chromium(
 def test_refit_writes_a_profile_that_predicts_the_measurements_better(
     fake_torch: type[FakeMeasured], tmp_path: Path
 ) -> None:
-    run = tmp_path / "run"
-    result = CliRunner().invoke(app, [*SCREENED, "--confirm", "2", "--refit",
-                                      "--run-dir", str(run)])  # fmt: skip
-    assert result.exit_code == 0, result.output
+    run, output = _screened(tmp_path, "--confirm", "2", "--refit")
     device = catalog.load_gpu(str(run / "device.yaml"))  # readable back as --gpu FILE
     assert device.calibration is not None and device.calibration.refits == 1
-    moved = re.search(r"TPOT P50 (\d+)% -> (\d+)%", result.output)
-    assert moved and int(moved.group(2)) < int(moved.group(1)), result.output
-    assert "refit from 3 measured variants" in result.output
+    moved = re.search(r"TPOT P50 (\d+)% -> (\d+)%", output)
+    assert moved and int(moved.group(2)) < int(moved.group(1)), output
+    assert "refit from 3 measured variants" in output
     # The refitted profile drives the next screen: it predicts the fake's 20 ms TPOT closer.
     again = tmp_path / "again"
     args = [a if a != "h100-sxm" else str(run / "device.yaml") for a in SCREENED]
