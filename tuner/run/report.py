@@ -125,20 +125,9 @@ def report_data(
         if r.state == "pruned" and r.reason:
             key = r.reason.split("=")[0] if "=" in r.reason else r.reason
             pruned[key] = pruned.get(key, 0) + 1
-    inputs = {
-        "model": f"{spec.model.name} ({spec.model_source})",
-        "GPU": f"{spec.gpu.display_name} x up to {spec.num_gpus}",
-        "SLA": _sla_text(spec),
-        "workload": _workload_text(spec),
-        "search space": spec.space.name,
-        "backend": spec.backend,
-        "sampler": f"{spec.sampler} (seed {spec.seed}), {spec.trials} trials",
-    }
-    if drafts := [d for d in spec.space.draft_model if d]:
-        inputs["speculative acceptance"] = _acceptance_text(spec, drafts)
     return ReportData(
         title=f"tuner: {spec.model.name} on {spec.gpu.name}, SLA {spec.sla.name}",
-        inputs=inputs,
+        inputs=_inputs(spec),
         percentile=pct,
         ttft_bound_ms=sla.ttft_ms,
         tpot_bound_ms=sla.tpot_ms,
@@ -158,6 +147,22 @@ def report_data(
         closest=[f"trial {m.number}: {m.text}" for m in result.closest],
         capacity=capacity_report(records, result, sla) if result.mode == "capacity" else None,
     )
+
+
+def _inputs(spec: RunSpec) -> dict[str, str]:
+    """The run's inputs as the report's first table shows them."""
+    inputs = {
+        "model": f"{spec.model.name} ({spec.model_source})",
+        "GPU": f"{spec.gpu.display_name} x up to {spec.num_gpus}",
+        "SLA": _sla_text(spec),
+        "workload": _workload_text(spec),
+        "search space": spec.space.name,
+        "backend": spec.backend,
+        "sampler": f"{spec.sampler} (seed {spec.seed}), {spec.trials} trials",
+    }
+    if drafts := [d for d in spec.space.draft_model if d]:
+        inputs["speculative acceptance"] = _acceptance_text(spec, drafts)
+    return inputs
 
 
 def _bands(extra: dict[str, Any]) -> dict[str, float]:
