@@ -64,11 +64,16 @@ def _measure_runs(
 ) -> list[Observation]:
     """Start one server (the default variant) and measure every run on it."""
     from tuner.backends.vllm import for_platform
+    from tuner.run.confirm_baseline import vllm_batch_defaults
 
     longest = max(runs, key=lambda w: w.input_tokens + w.output_tokens)
     ctx = Context(model=spec, gpu=gpu, sla=SLA(), workload=longest)
-    # The variant as the server runs it (the CPU build changes the block size), for the replay.
-    config, _ = for_platform(EngineConfig(), backend.cpu_build)
+    # vLLM's own batch defaults: its start-up warm-up runs one max_num_batched_tokens forward
+    # pass, minutes at the registry's 8192 on a CPU. The variant as the server runs it (the CPU
+    # build changes the block size) is what the fit replays.
+    seqs, tokens = vllm_batch_defaults(gpu, backend.cpu_build)
+    default = EngineConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens)
+    config, _ = for_platform(default, backend.cpu_build)
     progress(f"starting one vLLM server (1-2 min on a CPU), then {len(runs)} runs")
     measured = backend.evaluate_loads(config, ctx, runs)
     observations = []
