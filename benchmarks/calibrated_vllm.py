@@ -84,9 +84,9 @@ def _context(gpu: GPUProfile, workload: Workload) -> Context:
 
 
 def _host() -> str:
-    from tuner.detect_cpu import _cpu_name
+    from tuner.detect_cpu import cpu_name
 
-    return f"{_cpu_name()} ({os.cpu_count()} cores)"
+    return f"{cpu_name()} ({os.cpu_count()} cores)"
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -130,12 +130,11 @@ def _row(v: Variant, wl: Workload, m: Metrics) -> dict[str, object]:
 
 
 def _predict(gpu: GPUProfile, row: dict[str, str]) -> Metrics:
-    from tuner.perf.efficiency import efficiency_of
     from tuner.perf.predict import predict_metrics
 
     wl = _workload(int(row["isl"]), int(row["osl"]), int(row["concurrency"]))
     config = EngineConfig.model_validate_json(row["config"])
-    return predict_metrics(config, _context(gpu, wl), efficiency_of(gpu.calibration))
+    return predict_metrics(config, _context(gpu, wl))  # a calibrated gpu brings its constants
 
 
 def _error(predicted: float, measured: float) -> float:

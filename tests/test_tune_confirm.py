@@ -22,7 +22,7 @@ from tests._fake_measured import FakeMeasured
 from tuner import catalog
 from tuner.backends import BACKENDS
 from tuner.backends.sim import SimBackend
-from tuner.backends.vllm import EXTRA_ARGS_ENV, VLLMBackend
+from tuner.backends.vllm import EXTRA_ARGS_ENV, VLLMBackend, vllm_batch_defaults
 from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.perf.capacity import Capacity, LoadPoint
@@ -34,7 +34,7 @@ from tuner.run.confirm import (
     recommend_measured,
     screen_spec,
 )
-from tuner.run.confirm_baseline import engine_defaults, vllm_batch_defaults
+from tuner.run.confirm_baseline import engine_defaults
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
 from tuner.search.frontier import ranked_by_capacity

