@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuner.bench.stats import RequestResult, aggregate, percentiles_ms, summarize_failures
+from tuner.bench.stats import (
+    RequestResult,
+    aggregate,
+    aggregate_steady,
+    peak_decoding,
+    percentiles_ms,
+    summarize_failures,
+)
 from tuner.specs import SLA
 
 
@@ -115,3 +122,30 @@ def test_aggregate_invariants(requests: list[tuple[float, list[float]]], duratio
     gaps = [g for _, gs in requests for g in gs]
     if gaps:
         assert m.itl_ms.mean == pytest.approx(np.mean(gaps) * 1000)
+
+
+def _at(start_s: float, ttft_s: float, e2e_s: float, ok: bool = True) -> RequestResult:
+    return RequestResult(success=ok, output_tokens=8, requested_output_tokens=8, ttft_s=ttft_s,
+                         e2e_s=e2e_s, start_s=start_s)  # fmt: skip
+
+
+def test_peak_decoding_counts_overlapping_streams_only() -> None:
+    # a streams 0.1..1.0, b 0.5..1.5, c 1.0..2.0 (starts as a ends: no overlap), d failed
+    results = [_at(0.0, 0.1, 1.0), _at(0.4, 0.1, 1.1), _at(0.9, 0.1, 1.1),
+               _at(0.0, 0.1, 5.0, ok=False)]  # fmt: skip
+    assert peak_decoding(results) == 2
+    assert peak_decoding([]) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10), st.floats(0, 1), st.floats(0, 3)), max_size=30))
+def test_peak_decoding_is_bounded_by_the_request_count(
+    spans: list[tuple[float, float, float]],
+) -> None:
+    results = [_at(s, t, t + d) for s, t, d in spans]
+    peak = peak_decoding(results)
+    assert 0 <= peak <= len(results)
+    assert (peak >= 1) == any(s + (t + d) > s + t for s, t, d in spans)
+    # steady aggregation reports it over the whole load, warm-up included
+    if results:
+        assert aggregate_steady(results, 1, backend="t").extra["client_peak_decoding"] == peak

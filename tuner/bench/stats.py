@@ -27,6 +27,7 @@ __all__ = [
     "RequestResult",
     "aggregate",
     "aggregate_steady",
+    "peak_decoding",
     "percentiles_ms",
     "summarize_failures",
 ]
@@ -144,4 +145,25 @@ def aggregate_steady(
         start = end = 0.0
     metrics = aggregate(measured, end - start, **labels)
     metrics.warmup_requests = warmup
+    # Over the whole load, warm-up included: the server's own gauges see those requests too.
+    metrics.extra["client_peak_decoding"] = peak_decoding(results)
     return metrics
+
+
+def peak_decoding(results: Sequence[RequestResult]) -> int:
+    """Most requests streaming at once (first token seen, not finished), as the client saw them.
+
+    A request between its first token and its last is in the server's running batch, so this is
+    a lower bound on the server's peak running count that no sampling interval can miss.
+    """
+    events: list[tuple[float, int]] = []
+    for r in results:
+        begin, end = r.start_s + r.ttft_s, r.start_s + r.e2e_s
+        if r.success and r.output_tokens > 1 and end > begin:
+            events += [(begin, 1), (end, -1)]
+    peak = running = 0
+    # At equal times an end (-1) sorts first: one request ending as another starts never overlaps.
+    for _, step in sorted(events):
+        running += step
+        peak = max(peak, running)
+    return peak
