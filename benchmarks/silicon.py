@@ -24,7 +24,24 @@ python/sglang/srt/managers/scheduler.py returns a new prefill batch whenever one
 while vLLM and TensorRT-LLM put decodes in the same step as prefill chunks. No row or source
 gets a special case. `--engine-setup generator` instead replays the engine limits
 AIConfigurator's generator writes for an agg deployment (`generator_setup`), to test whether the
-rows were measured with those. Imported by `accuracy.py`; runnable alone:
+rows were measured with those.
+
+The Llama-3.1-70B rows (ids starting `2026_04_06_`; AIConfigurator's `silicon_data_source`:
+`source_file=2026-04-06.csv; model=Llama-3.1-70B; measured=2025-10-29`) were measured with another
+protocol: they are SemiAnalysis InferenceMAX's Llama-70B FP8 sweep (github.com/SemiAnalysisAI/
+InferenceX at 3233df20f^, 2025-10-29, the day that sweep was retired: .github/workflows/
+70b-tmpl.yml and benchmarks/70b_fp8_*.sh). Its matrix is exactly these rows' (H100 vLLM TP 2/4/8;
+H200 and B200 vLLM and TensorRT-LLM TP 1/2/4/8; concurrency 4-64, TensorRT-LLM up to 128; ISL/OSL
+1k/1k, 1k/8k, 8k/1k; FP8 weights and KV). Its client is vLLM's `benchmark_serving.py` (the
+kimbochen/bench_serving fork, since vendored as utils/bench_serving/): `--dataset-name random
+--random-range-ratio 0.8` (full-sweep-tmpl.yml), which draws each input and output length
+uniformly from [0.8 L, L]; `--num-prompts 10C --max-concurrency C --request-rate inf
+--ignore-eos`, i.e. a burst start, 10 rounds, no warm-up in the means. Its engines: vLLM
+`max-num-batched-tokens: 8192`, `max-num-seqs` = C, no prefix caching; TensorRT-LLM
+`trtllm-serve --max_num_tokens 16384` with chunked prefill left at its default (off), block reuse
+off. Not replayed: TensorRT-LLM's `batch_wait_timeout_iters: 20` on the 1k/1k rows below TP 8
+(the scheduler holds new prompts up to 20 iterations to batch them), vLLM's async scheduling.
+Imported by `accuracy.py`; runnable alone:
 
     python benchmarks/silicon.py [--csv PATH] [--requests-per-user N] [--engine-setup S] [--json]
 """
@@ -36,6 +53,7 @@ import csv
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +82,14 @@ MAX_BATCHED_TOKENS = 8192
 MIN_MAX_NUM_SEQS = 1024
 # AIConfigurator's benchmark sends `--num-requests concurrency x 20` (BENCH_MULTI_ROUND).
 MEASURED_ROUNDS = 20
+# InferenceMAX's rows: `--num-prompts 10C`, lengths uniform in [0.8 L, L], the engines' own limits.
+INFERENCEMAX_ID_PREFIX = "2026_04_06_"
+INFERENCEMAX_ROUNDS = 10
+INFERENCEMAX_RANGE_RATIO = 0.8
+INFERENCEMAX_VLLM_BATCHED_TOKENS = 8192
+INFERENCEMAX_TRTLLM_MAX_NUM_TOKENS = 16384
+INFERENCEMAX_BATCH_WAIT_ITERS = 20
+INFERENCEMAX_BATCH_WAIT_RATIO = 0.9
 # Engines whose scheduler runs waiting prefills first, in steps without decodes (see above).
 PREFILL_FIRST_ENGINES = frozenset({"sglang"})
 NO_SLA = SLA(name="none")
@@ -77,6 +103,7 @@ class EngineSetup:
     max_num_seqs: int
     chunked_prefill: bool
     mix_prefill_decode: bool
+    batch_wait: tuple[int, int] = (0, 0)  # TensorRT-LLM batch waiting: (steps, tokens)
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
@@ -103,6 +130,57 @@ def generator_setup(backend: str, isl: int, users: int) -> EngineSetup:
 
 
 ENGINE_SETUPS = {"shared": shared_setup, "generator": generator_setup}
+
+
+def inferencemax_setup(row: dict[str, str]) -> EngineSetup:
+    """The limits InferenceMAX's Llama-70B scripts start each engine with (see the docstring)."""
+    users = int(float(row["batch_size"]))
+    if row["backend"] != "trtllm":
+        return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
+    wait = (0, 0)
+    if (row["isl"], row["osl"]) == ("1024", "1024") and int(float(row["tp_size"])) < 8:
+        # the scripts' 1k/1k config below TP 8: batch_wait_timeout_iters 20, max_tokens_ratio 0.9
+        tokens = int(INFERENCEMAX_BATCH_WAIT_RATIO * INFERENCEMAX_TRTLLM_MAX_NUM_TOKENS)
+        wait = (INFERENCEMAX_BATCH_WAIT_ITERS, tokens)
+    return EngineSetup(INFERENCEMAX_TRTLLM_MAX_NUM_TOKENS, max(MIN_MAX_NUM_SEQS, users),
+                       False, True, wait)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How one source measured its rows: rounds per user, length range, engine limits."""
+
+    name: str
+    rounds: int
+    range_ratio: float | None  # lengths uniform in [ratio x L, L]; None = exact lengths
+    setup: Callable[[dict[str, str]], EngineSetup] | None  # None: the --engine-setup choice
+
+
+AIPERF = Protocol("aiperf", MEASURED_ROUNDS, None, None)
+INFERENCEMAX = Protocol("inferencemax", INFERENCEMAX_ROUNDS, INFERENCEMAX_RANGE_RATIO,
+                        inferencemax_setup)  # fmt: skip
+
+
+def protocol_of(row: dict[str, str]) -> Protocol:
+    """The measurement protocol of a row, by its source (the id says which)."""
+    return INFERENCEMAX if row["id"].startswith(INFERENCEMAX_ID_PREFIX) else AIPERF
+
+
+def engine_setup_of(row: dict[str, str], choice: str = "shared") -> EngineSetup:
+    """The recorded limits of the row's source, else `choice` from ENGINE_SETUPS."""
+    protocol = protocol_of(row)
+    if protocol.setup is not None:
+        return protocol.setup(row)
+    return ENGINE_SETUPS[choice](row["backend"], int(row["isl"]), int(float(row["batch_size"])))
+
+
+def uniform_lengths(length: int, ratio: float | None) -> tuple[int, float]:
+    """Mean and +- spread of integers drawn uniformly from [int(ratio x length), length]."""
+    if ratio is None:
+        return length, 0.0
+    low = max(1, int(length * ratio))  # bench_serving never asks for an empty prompt
+    mean = (low + length) / 2.0
+    return round(mean), (length - low) / (2.0 * mean)
 
 
 @dataclass
@@ -139,7 +217,8 @@ def row_case(
     if int(float(row["pp_size"])) != 1:
         raise LookupError("pipeline parallelism is not modelled")
     users = int(float(row["batch_size"]))
-    setup = setup or shared_setup(row["backend"], int(row["isl"]), users)
+    protocol = protocol_of(row)
+    setup = setup or engine_setup_of(row)
     config = EngineConfig(
         quantization=quant,
         kv_dtype=KV_PRECISIONS.get(row["precision"], KVDtype.auto),
@@ -149,12 +228,15 @@ def row_case(
         enable_chunked_prefill=setup.chunked_prefill,
         enable_prefix_caching=False,
     )
-    # AIPerf's protocol: burst start from an idle engine, exact lengths, drained warm-up.
+    # Both protocols: burst start from an idle engine, no warm-up inside the measured requests.
+    isl, spread = uniform_lengths(int(row["isl"]), protocol.range_ratio)
+    osl, _ = uniform_lengths(int(row["osl"]), protocol.range_ratio)  # same ratio, same spread
     workload = Workload(
-        input_tokens=int(row["isl"]),
-        output_tokens=int(row["osl"]),
+        input_tokens=isl,
+        output_tokens=osl,
+        length_spread=spread,
         concurrency=users,
-        num_requests=MEASURED_ROUNDS * users,
+        num_requests=protocol.rounds * users,
         warmup_requests=0,
         ramp_s=0.0,
     )
@@ -171,9 +253,7 @@ def predict_silicon_row(
     res = SiliconResult(
         row["id"], row["backend"], float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
     )
-    setup = ENGINE_SETUPS[engine_setup](
-        row["backend"], int(row["isl"]), int(float(row["batch_size"]))
-    )
+    setup = engine_setup_of(row, engine_setup)
     try:
         model_name, gpu_name, config, workload = row_case(row, setup)
     except LookupError as exc:
@@ -189,7 +269,8 @@ def predict_silicon_row(
         workload=workload,
         num_gpus=config.tensor_parallel_size,
     )
-    metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=setup.mix_prefill_decode)
+    metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=setup.mix_prefill_decode,
+                              batch_wait=setup.batch_wait)  # fmt: skip
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
         return res

@@ -58,6 +58,7 @@ def test_single_request_timeline_matches_the_step_costs_exactly() -> None:
     kv_blocks=st.sampled_from([400, 2000, 100_000]),
     chunked=st.booleans(),
     mixed=st.booleans(),
+    wait=st.sampled_from([(0, 0), (5, 3000), (40, 10**6)]),
     seed=st.integers(0, 3),
 )
 def test_closed_form_runs_equal_step_by_step_simulation(
@@ -72,6 +73,7 @@ def test_closed_form_runs_equal_step_by_step_simulation(
     kv_blocks: int,
     chunked: bool,
     mixed: bool,
+    wait: tuple[int, int],
     seed: int,
 ) -> None:
     reqs = make_requests(n, isl, osl, length_spread=spread, rate_rps=rate, users=users, seed=seed)
@@ -82,6 +84,8 @@ def test_closed_form_runs_equal_step_by_step_simulation(
         kv_capacity_blocks=max(kv_blocks, longest // 16 + 2),
         enable_chunked_prefill=chunked,
         mix_prefill_decode=mixed,
+        batch_wait_iters=wait[0],
+        batch_wait_tokens=wait[1],
     )
     fast = simulate(reqs, lim, COST)
     slow = simulate(reqs, lim, COST, max_run_steps=1)
@@ -180,6 +184,23 @@ def test_unchunked_prompts_in_a_mixing_engine_share_steps_with_decodes() -> None
     res = simulate(tight, _limits(**lim), COST)
     assert np.all(np.isfinite(res.finish_s))
     assert res.prefill_tokens_computed == 10 * 2040
+
+
+def test_batch_waiting_holds_new_prompts_while_others_decode() -> None:
+    # TensorRT-LLM batch waiting: 4 users, 1000-token prompts, 16384-token budget unchunked.
+    reqs = make_requests(40, 1000, 200, users=4, length_spread=0.2, seed=1)
+    lim = {"max_num_batched_tokens": 16384, "enable_chunked_prefill": False}
+    plain = simulate(reqs, _limits(**lim), COST)
+    waiting = simulate(reqs, _limits(**lim, batch_wait_iters=20, batch_wait_tokens=14745), COST)
+    ttft = lambda r: r.first_token_s - r.arrival_s  # noqa: E731
+    # The first burst meets no decodes and is not held; later prompts wait for up to 20 steps.
+    np.testing.assert_allclose(ttft(waiting)[:4], ttft(plain)[:4], rtol=1e-12)
+    a, c = step_coeffs(COST, None, 3, 0, 0)
+    longest_hold = 20 * (a + c * 3 * 1200) + ttft(plain).max()
+    assert ttft(waiting).mean() > ttft(plain).mean() and ttft(waiting).max() <= longest_hold
+    # A threshold the first waiting prompt already reaches never holds anything.
+    never = simulate(reqs, _limits(**lim, batch_wait_iters=20, batch_wait_tokens=1), COST)
+    np.testing.assert_allclose(never.first_token_s, plain.first_token_s, rtol=1e-12)
 
 
 def test_same_seed_same_result_and_different_seed_differs() -> None:

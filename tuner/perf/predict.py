@@ -84,10 +84,12 @@ def predict_metrics(
     workload: Workload | None = None,
     *,
     mix_prefill_decode: bool = True,
+    batch_wait: tuple[int, int] = (0, 0),
 ) -> Metrics:
     """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
 
-    `mix_prefill_decode=False` replays a prefill-first engine whose prefill steps stall decodes.
+    `mix_prefill_decode=False` replays a prefill-first engine whose prefill steps stall decodes;
+    `batch_wait=(iters, tokens)` an engine that holds new prompts to batch them (TensorRT-LLM).
     `eff=None` uses the constants of `ctx.gpu` (its calibration, else the defaults).
     """
     eff = resolve_efficiency(eff, ctx.gpu)
@@ -116,6 +118,8 @@ def predict_metrics(
         prefix_cache_hit=wl.prefix_cache_hit if config.enable_prefix_caching else 0.0,
         request_overhead_s=eff.request_overhead_s,
         mix_prefill_decode=mix_prefill_decode,
+        batch_wait_iters=batch_wait[0],
+        batch_wait_tokens=batch_wait[1],
     )
     result = simulate(requests, limits, target, spec)
     unfinished = int((~np.isfinite(result.finish_s)).sum())

@@ -50,6 +50,11 @@ class SchedulerLimits:
     mix_prefill_decode: bool = True
     prefix_cache_hit: float = 0.0  # fraction of each prompt (after the first) already cached
     request_overhead_s: float = 0.0  # arrival -> visible to the scheduler (HTTP, tokenization)
+    # Batch waiting (TensorRT-LLM `batch_wait_timeout_iters` / `batch_wait_max_tokens_ratio`):
+    # while sequences decode, new prompts are held for up to `batch_wait_iters` steps until the
+    # step would carry `batch_wait_tokens` tokens. 0 = off (vLLM, SGLang, TensorRT-LLM default).
+    batch_wait_iters: int = 0
+    batch_wait_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,11 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
         return True
     sim.make_room()  # 1. decodes get this step's KV slots
     num_decode = len(sim.decoding)
-    chunks = sim.schedule_prefills(sim.step_budget())  # 2.-3. prefills continue, admissions
+    held = sim.held_steps(num_decode, max_run_steps)  # new prompts held back to batch them
+    # 2.-3. prefills continue, admissions
+    chunks = [] if held else sim.schedule_prefills(sim.step_budget())
+    if chunks:
+        sim.waited = 0
     if chunks and not sim.mixed:
         num_decode = 0
     if num_decode == 0 and not chunks:
@@ -183,6 +192,7 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
     if chunks:
         sim.run_mixed_step(chunks, num_decode, used)
     else:
-        sim.run_decodes(num_decode, sim.decode_run_length(num_decode, max_run_steps), used)
+        steps = held or sim.decode_run_length(num_decode, max_run_steps)
+        sim.run_decodes(num_decode, steps, used)
     sim.finish_decoded()
     return True

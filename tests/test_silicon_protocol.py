@@ -1,0 +1,65 @@
+"""benchmarks/silicon.py: each source's rows replay the measurement protocol of that source."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import silicon  # noqa: E402
+
+ROWS = silicon.load_rows(silicon.DEFAULT_CSV)
+
+
+def _row(prefix: str, backend: str) -> dict[str, str]:
+    return next(r for r in ROWS if r["id"].startswith(prefix) and r["backend"] == backend
+                and r["gemm_quant_mode"] in silicon.GEMM_MODES)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["vllm", "trtllm"])
+def test_inferencemax_rows_replay_its_scripts(backend: str) -> None:
+    row = _row(silicon.INFERENCEMAX_ID_PREFIX, backend)
+    users = int(float(row["batch_size"]))
+    assert silicon.protocol_of(row) is silicon.INFERENCEMAX
+    _, _, config, workload = silicon.row_case(row)
+    # bench_serving --num-prompts 10C --random-range-ratio 0.8: 10 rounds, lengths in [0.8 L, L]
+    assert workload.num_requests == 10 * users and workload.ramp_s == 0.0
+    assert workload.warmup_requests == 0
+    assert workload.input_tokens == pytest.approx(0.9 * int(row["isl"]), abs=1)
+    assert workload.length_spread == pytest.approx(1 / 9, rel=0.01)
+    if backend == "vllm":  # max-num-batched-tokens 8192, max-num-seqs C, chunked (V1)
+        assert (config.max_num_batched_tokens, config.max_num_seqs) == (8192, users)
+        assert config.enable_chunked_prefill
+    else:  # trtllm-serve --max_num_tokens 16384, chunked prefill at its default (off)
+        assert config.max_num_batched_tokens == 16384 and not config.enable_chunked_prefill
+
+
+def test_aiperf_rows_keep_exact_lengths_and_20_rounds() -> None:
+    row = next(r for r in ROWS if r["backend"] == "sglang")
+    assert silicon.protocol_of(row) is silicon.AIPERF
+    _, _, config, workload = silicon.row_case(row)
+    assert workload.length_spread == 0.0 and workload.input_tokens == int(row["isl"])
+    assert workload.num_requests == 20 * int(float(row["batch_size"]))
+    assert config.max_num_batched_tokens == silicon.MAX_BATCHED_TOKENS
+
+
+def test_engine_setup_choice_leaves_recorded_limits_alone() -> None:
+    """--engine-setup replaces only limits a source did not record."""
+    imx = _row(silicon.INFERENCEMAX_ID_PREFIX, "vllm")
+    shared = silicon.predict_silicon_row(imx, engine_setup="shared")
+    generator = silicon.predict_silicon_row(imx, engine_setup="generator")
+    assert shared.predicted_ttft_ms == generator.predicted_ttft_ms
+
+
+@given(st.integers(1, 20000), st.sampled_from([None, 0.5, 0.8, 0.95]))
+def test_uniform_lengths_cover_the_drawn_range(length: int, ratio: float | None) -> None:
+    mean, spread = silicon.uniform_lengths(length, ratio)
+    low = length if ratio is None else max(1, int(length * ratio))
+    assert low <= mean <= length and 0.0 <= spread < 1.0
+    # mean +- spread spans [low, length] to within rounding
+    assert abs(mean * (1 - spread) - low) <= 1 and abs(mean * (1 + spread) - length) <= 1
