@@ -211,6 +211,17 @@ def test_a_higher_price_never_makes_a_gpu_kind_cheaper(
     assert rank_dear >= rank_cheap
 
 
+def test_every_option_carries_its_capacity_band_and_the_fleet_at_its_low_edge(
+    small_plan: PlanResult,
+) -> None:
+    for kind in small_plan.kinds:
+        o = kind.best
+        assert o is not None and 0 < o.capacity_band < 1 and "validation" in o.band_source
+        low = o.capacity_rps_per_replica * (1 - o.capacity_band)
+        assert o.replicas_at_band == replicas_needed(o.target_rps, low, small_plan.request.headroom)
+        assert o.replicas_at_band >= o.replicas
+
+
 def test_missing_prices_are_reported_never_invented(small_plan: PlanResult) -> None:
     result = plan(_request(gpus=["l40s"]), PriceTable())
     assert result.missing_prices == ["l40s"] and result.cheapest is None
@@ -237,6 +248,8 @@ def test_cli_prints_the_ranked_table_and_writes_the_run_folder(tmp_path: Path) -
         assert gpu in res.stdout
         assert (tmp_path / "run" / "exports" / gpu / "vllm.sh").is_file()
     assert "cheapest meeting the SLA" in res.stdout and "$/1M out" in res.stdout
+    text = " ".join(res.stdout.split())  # lines wrap at the terminal's width
+    assert "at the band's low edge" in text and "capacity band: public validation" in text
     rows = (tmp_path / "run" / "plan.csv").read_text().splitlines()
     assert rows[0].startswith("rank,gpu,status") and len(rows) >= 3
     assert "Plotly.newPlot" in (tmp_path / "run" / "plan.html").read_text()

@@ -99,6 +99,19 @@ def test_screened_tune_measures_k_variants_plus_the_defaults(
     assert "baseline: the torch engine's defaults" in output
 
 
+def test_report_on_a_screened_run_rebuilds_its_screen(
+    fake_torch: type[FakeMeasured], tmp_path: Path
+) -> None:
+    run, _ = _screened(tmp_path, "--confirm", "1")
+    measured = (run / "confirm.csv").read_text()
+    (run / "screen" / "report.html").unlink()
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "is a --screen run" in result.output and "rebuilt 30 trials" in result.output
+    assert (run / "screen" / "report.html").is_file()
+    assert (run / "confirm.csv").read_text() == measured  # measurements are never rewritten
+
+
 def test_candidates_are_distinct_runnable_and_in_predicted_order(tmp_path: Path) -> None:
     spec = build_run_spec(model="llama-tiny-20m", gpu="h100-sxm", backend="torch", num_gpus=1,
                           ttft_ms=1000, tpot_ms=100, trials=40,

@@ -121,9 +121,14 @@ def _kind_lines(result: PlanResult) -> list[str]:
             if o.energy_j_per_output_token is not None
             else ""
         )
+        band = (
+            f" +- {o.capacity_band:.0%} ({o.replicas_at_band} replica(s) at the band's low edge)"
+            if o.capacity_band
+            else ""
+        )
         lines.append(
             f"{kind.gpu}: {o.replicas} replica(s) x tp{o.tp}, {o.capacity_rps_per_replica:.2f} "
-            f"req/s each; {money}{energy}{o.fit}"
+            f"req/s each{band}; {money}{energy}{o.fit}"
         )
     return lines
 

@@ -60,6 +60,7 @@ from tuner.cli.tune_summary import print_capacity_summary, speculation_line
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.confirm import ConfirmOptions
+from tuner.run.confirm_run import screen_of
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
     DEFAULT_NUM_GPUS,
@@ -340,6 +341,12 @@ def report(
     elif run_dir is None:
         raise InputError("give a run folder, or --storage URL --study NAME for a shared study")
     else:
+        if (screen := screen_of(run_dir)) is not None:
+            # The confirmed rows are measurements, written once; only the screen is a study.
+            say(f"{run_dir} is a --screen run: confirm.csv, confirm.yaml, best.yaml and "
+                f"report.html hold its measurements as measured; rebuilding the simulator "
+                f"screen in {screen}")  # fmt: skip
+            run_dir = screen
         outcome = rebuild(run_dir)
     console.print(f"rebuilt {len(outcome.records)} trials in {outcome.wall_s:.1f} s")
     _print_outcome(outcome)

@@ -82,6 +82,9 @@ def summary_lines(result: PlanResult) -> list[str]:
         "per replica); energy is an estimate (TDP x utilisation, idle power not counted); "
         "latencies, capacities and energy are simulated, not measured"
     )
+    bands = {k.best.band_source for k in result.ok if k.best is not None and k.best.band_source}
+    for source in sorted(bands):
+        lines.append(f"capacity band: {source}")
     return lines
 
 

@@ -65,6 +65,13 @@ class Option(BaseModel):
     max_context_tokens: int
     fit: str
     evaluations: int
+    capacity_band: float = Field(
+        default=0.0, ge=0, description="p90 relative error of the predicted capacity (its band)"
+    )
+    replicas_at_band: int = Field(
+        default=0, ge=0, description="Replicas needed if capacity is lower by its band"
+    )
+    band_source: str = Field(default="", description="Where the band comes from")
 
 
 class KindPlan(BaseModel):

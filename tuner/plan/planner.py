@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from tuner.knobs.registry import footprint_knobs, footprint_of
+from tuner.perf.bands import band_for, grid_point
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
@@ -28,6 +29,8 @@ from tuner.specs import Context, GPUProfile, Metrics, Quantization
 __all__ = ["plan", "plan_kind", "rank_kinds", "size_option"]
 
 _MS = 1e-3
+# A band at or past 100% bounds nothing from below; past this the low edge stops shrinking.
+_MAX_BAND = 0.9
 
 
 def _operating_metrics(
@@ -74,7 +77,12 @@ def size_option(
             "usd_per_m_output_tokens": sizing.usd_per_million_tokens(hourly, out_tps),
             "usd_per_m_total_tokens": sizing.usd_per_million_tokens(hourly, total_tps),
         }
+    band = band_for(gpu, grid_point(choice.config, req.workload, at_load))
+    # The band is |measured / predicted - 1| at p90: sized for the low edge, a fleet still holds.
+    low_edge = choice.capacity_rps * (1.0 - min(band.throughput, _MAX_BAND))
     return Option(
+        capacity_band=band.throughput, band_source=band.text().removeprefix("band: "),
+        replicas_at_band=sizing.replicas_needed(target, low_edge, req.headroom),
         gpu=gpu.name, tp=tp, config=choice.config, capacity_rps_per_replica=choice.capacity_rps,
         target_rps=target, replicas=replicas, gpus=gpus, utilisation=load,
         ttft_ms=at_load.ttft_ms.at(pct), tpot_ms=at_load.tpot_ms.at(pct),

@@ -34,10 +34,10 @@ from tuner.run.confirm_out import (
 from tuner.run.confirm_refit import RefitReport, refit_device
 from tuner.run.folder import make_run_dir
 from tuner.run.report_confirm import parity_figures, render_confirm_html
-from tuner.run.spec import RunSpec
+from tuner.run.spec import RUN_FILE, RunSpec
 from tuner.run.tune import TuneOutcome, tune
 
-__all__ = ["ConfirmOutcome", "check_confirm_run", "confirmed_tune", "gain_text"]
+__all__ = ["ConfirmOutcome", "check_confirm_run", "confirmed_tune", "gain_text", "screen_of"]
 
 SCREEN_DIR = "screen"
 
@@ -76,6 +76,14 @@ def gain_text(outcome: ConfirmOutcome) -> str:
     if outcome.recommended is outcome.baseline:
         return "+0% capacity over the engine defaults: the defaults measured best"
     return f"{outcome.gain:+.0%} capacity over the engine defaults"
+
+
+def screen_of(run_dir: Path) -> Path | None:
+    """The simulator screen inside a `--screen` run folder; None for any other folder."""
+    screen = run_dir / SCREEN_DIR
+    if not (run_dir / RUN_FILE).exists() and (screen / RUN_FILE).is_file():
+        return screen
+    return None
 
 
 def check_confirm_run(spec: RunSpec, run_dir: Path) -> None:
