@@ -174,7 +174,7 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
         return True
     sim.make_room()  # 1. decodes get this step's KV slots
     num_decode = len(sim.decoding)
-    held = sim.held_steps(num_decode, max_run_steps)  # new prompts held back to batch them
+    held = _held_steps(sim, num_decode, max_run_steps)  # new prompts held back to batch them
     # 2.-3. prefills continue, admissions
     chunks = [] if held else sim.schedule_prefills(sim.step_budget())
     if chunks:
@@ -196,3 +196,27 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
         sim.run_decodes(num_decode, steps, used)
     sim.finish_decoded()
     return True
+
+
+def _held_steps(sim: EngineSim, num_decode: int, max_run_steps: int | None) -> int:
+    """Pure-decode steps to run while batch waiting holds the waiting prompts (0: none).
+
+    TensorRT-LLM's `_waiting_requests` (pyexecutor/py_executor.py): only while requests decode,
+    new context requests wait until the step's tokens (whole prompts plus one per decode) reach
+    the threshold or the wait has lasted `batch_wait_iters` steps.
+    """
+    if not (sim.wait_iters and num_decode and sim.waiting and not sim.prefilling):
+        return 0
+    if len(sim.running) >= sim.max_seqs:
+        return 0
+    tokens = num_decode * sim.queries
+    for i in sim.waiting:
+        if tokens + sim.to_prefill[i] > sim.budget_cap:
+            break
+        tokens += sim.to_prefill[i]
+    if sim.waited >= sim.wait_iters or tokens >= sim.wait_tokens:
+        return 0  # the wait is over; it restarts once prompts are scheduled
+    steps = sim.decode_run_length(num_decode, max_run_steps, until_arrival=True)
+    steps = min(steps, sim.wait_iters - sim.waited)
+    sim.waited += steps
+    return steps

@@ -44,14 +44,11 @@ class EngineSim:
         self.target, self.spec, self.res = target, spec, result
         self.prompt = requests.prompt_tokens.tolist()
         self.out = requests.output_tokens.tolist()
-        self.bs = limits.block_size
-        self.capacity = limits.kv_capacity_blocks
-        self.budget_cap = limits.max_num_batched_tokens
-        self.chunked = limits.enable_chunked_prefill
-        self.mixed = limits.mix_prefill_decode
-        self.ingress = limits.request_overhead_s
+        self.bs, self.capacity = limits.block_size, limits.kv_capacity_blocks
+        self.budget_cap, self.chunked = limits.max_num_batched_tokens, limits.enable_chunked_prefill
+        self.mixed, self.ingress = limits.mix_prefill_decode, limits.request_overhead_s
         self.wait_iters, self.wait_tokens = limits.batch_wait_iters, limits.batch_wait_tokens
-        self.waited = 0  # steps new prompts have been held so far
+        self.waited = 0  # steps new prompts have been held so far (batch waiting)
         self.queries = spec.queries_per_seq if spec else 1
         self.tps = spec.tokens_per_step if spec else 1.0
         self.max_seqs = max(1, min(limits.max_num_seqs, self.budget_cap // self.queries))
@@ -267,36 +264,10 @@ class EngineSim:
             self._coeffs[key] = step_coeffs(self.target, self.spec, *key)
         return self._coeffs[key]
 
-    def held_steps(self, num_decode: int, max_run_steps: int | None) -> int:
-        """Pure-decode steps to run while batch waiting holds the waiting prompts (0: none).
-
-        TensorRT-LLM's `_waiting_requests` (pyexecutor/py_executor.py): only while requests
-        decode, new context requests wait until the step's tokens (whole prompts plus one per
-        decode) reach the threshold or the wait has lasted `batch_wait_iters` steps.
-        """
-        if not (self.wait_iters and num_decode and self.waiting and not self.prefilling):
-            return 0
-        if len(self.running) >= self.max_seqs:
-            return 0
-        tokens = num_decode * self.queries
-        for i in self.waiting:
-            if tokens + self.to_prefill[i] > self.budget_cap:
-                break
-            tokens += self.to_prefill[i]
-        if self.waited >= self.wait_iters or tokens >= self.wait_tokens:
-            return 0  # the wait is over; it restarts once prompts are scheduled
-        steps = self.decode_run_length(num_decode, max_run_steps, until_arrival=True)
-        steps = min(steps, self.wait_iters - self.waited)
-        self.waited += steps
-        return steps
-
     def decode_run_length(
         self, num_decode: int, max_run_steps: int | None, until_arrival: bool = False
     ) -> int:
-        """How many identical pure-decode steps run until the next event.
-
-        `until_arrival`: the next visible arrival is an event even while requests wait.
-        """
+        """Identical pure-decode steps until the next event (`until_arrival`: arrivals too)."""
         heap, epoch, state = self.heap, self.epoch, self.state
         while heap and (heap[0][2] != epoch[heap[0][1]] or state[heap[0][1]] != _DECODE):
             heapq.heappop(heap)
