@@ -21,10 +21,11 @@ documented by the engine itself: SGLang runs a pending prefill batch before any 
 and does not mix decodes into it (`enable_mixed_chunk` defaults to False in
 python/sglang/srt/server_args.py; `Scheduler.get_next_batch_to_run` in
 python/sglang/srt/managers/scheduler.py returns a new prefill batch whenever one is ready),
-while vLLM and TensorRT-LLM put decodes in the same step as prefill chunks. No row or source
-gets a special case. `--engine-setup generator` instead replays the engine limits
-AIConfigurator's generator writes for an agg deployment (`generator_setup`), to test whether the
-rows were measured with those.
+while vLLM and TensorRT-LLM put decodes in the same step as prefill chunks. No row gets a
+special case; each source's rows replay that source's recorded protocol. For the rows whose
+source did not record its engine limits, `--engine-setup generator` instead replays the limits
+AIConfigurator's generator writes for an agg deployment (`generator_setup`), to test whether
+the rows were measured with those.
 
 The Llama-3.1-70B rows (ids starting `2026_04_06_`; AIConfigurator's `silicon_data_source`:
 `source_file=2026-04-06.csv; model=Llama-3.1-70B; measured=2025-10-29`) were measured with another
@@ -39,8 +40,9 @@ uniformly from [0.8 L, L]; `--num-prompts 10C --max-concurrency C --request-rate
 --ignore-eos`, i.e. a burst start, 10 rounds, no warm-up in the means. Its engines: vLLM
 `max-num-batched-tokens: 8192`, `max-num-seqs` = C, no prefix caching; TensorRT-LLM
 `trtllm-serve --max_num_tokens 16384` with chunked prefill left at its default (off), block reuse
-off. Not replayed: TensorRT-LLM's `batch_wait_timeout_iters: 20` on the 1k/1k rows below TP 8
-(the scheduler holds new prompts up to 20 iterations to batch them), vLLM's async scheduling.
+off, and on the 1k/1k rows below TP 8 `batch_wait_timeout_iters: 20` with
+`batch_wait_max_tokens_ratio: 0.9` (new prompts held up to 20 iterations to batch them). Not
+replayed: vLLM's async scheduling.
 Imported by `accuracy.py`; runnable alone:
 
     python benchmarks/silicon.py [--csv PATH] [--requests-per-user N] [--engine-setup S] [--json]
@@ -150,15 +152,13 @@ def inferencemax_setup(row: dict[str, str]) -> EngineSetup:
 class Protocol:
     """How one source measured its rows: rounds per user, length range, engine limits."""
 
-    name: str
     rounds: int
     range_ratio: float | None  # lengths uniform in [ratio x L, L]; None = exact lengths
     setup: Callable[[dict[str, str]], EngineSetup] | None  # None: the --engine-setup choice
 
 
-AIPERF = Protocol("aiperf", MEASURED_ROUNDS, None, None)
-INFERENCEMAX = Protocol("inferencemax", INFERENCEMAX_ROUNDS, INFERENCEMAX_RANGE_RATIO,
-                        inferencemax_setup)  # fmt: skip
+AIPERF = Protocol(MEASURED_ROUNDS, None, None)
+INFERENCEMAX = Protocol(INFERENCEMAX_ROUNDS, INFERENCEMAX_RANGE_RATIO, inferencemax_setup)
 
 
 def protocol_of(row: dict[str, str]) -> Protocol:

@@ -344,11 +344,8 @@ class VLLMBackend(CheckedBackend):
         metrics.preemptions = int(delta(before, after, "vllm:num_preemptions") or 0)
         metrics.kv_utilization = poller.peak_kv_usage
         # The gauge is sampled every poll period and can miss a short load entirely; the client's
-        # own count of streaming requests is a lower bound that cannot.
-        client_peak = metrics.extra.get("client_peak_decoding")
-        metrics.max_concurrent_seqs = max(
-            int(poller.peak_running), client_peak if isinstance(client_peak, int) else 0
-        )
+        # own count of streaming requests (already in the metrics) is a lower bound that cannot.
+        metrics.max_concurrent_seqs = max(int(poller.peak_running), metrics.max_concurrent_seqs)
         kv_tokens = prom.label_value(after, "vllm:cache_config_info", "kv_cache_size_tokens")
         if kv_tokens and kv_tokens.isdigit():
             metrics.kv_capacity_tokens = int(kv_tokens)

@@ -146,7 +146,8 @@ def aggregate_steady(
     metrics = aggregate(measured, end - start, **labels)
     metrics.warmup_requests = warmup
     # Over the whole load, warm-up included: the server's own gauges see those requests too.
-    metrics.extra["client_peak_decoding"] = peak_decoding(results)
+    metrics.max_concurrent_seqs = peak_decoding(results)
+    metrics.extra["client_peak_decoding"] = metrics.max_concurrent_seqs
     return metrics
 
 
