@@ -20,7 +20,7 @@ from tuner.cli import app
 from tuner.cli.tune_cmd import build_run_spec
 from tuner.run.tune import open_study
 from tuner.run.worker import work
-from tuner.search.parallel import ATTR_WORKER
+from tuner.search.parallel import ATTR_WORKER, SYS_FAILED_TRIAL, RequeueOnce
 from tuner.search.storage import make_storage
 
 runner = CliRunner()
@@ -119,6 +119,23 @@ def test_workers_on_one_study_get_distinct_seeds(tmp_path: Path) -> None:
     assert sum(p in params[:8] for p in params[8:16]) <= 2
 
 
+def test_a_trial_killed_mid_sampling_is_retried_with_the_knobs_it_had_drawn() -> None:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    killed = study.ask()
+    quant = killed.suggest_categorical("quantization", ["int8", "fp8"])
+    study.tell(killed, state=TrialState.FAIL)  # the kill came before the second knob was drawn
+    requeue = RequeueOnce()
+    requeue(study, study.trials[0])
+    retry = study.ask()
+    assert retry.suggest_categorical("quantization", ["int8", "fp8"]) == quant
+    assert 1 <= retry.suggest_int("max_num_seqs", 1, 512) <= 512  # the rest is drawn afresh
+    study.tell(retry, 1.0)
+    done = study.trials[1]
+    assert done.system_attrs[SYS_FAILED_TRIAL] == 0 and done.params["quantization"] == quant
+    requeue(study, done)  # a retry is never queued again
+    assert len(study.trials) == 2 and requeue.failed == [0, 1]
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "tuner", *args]
 
@@ -171,7 +188,8 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
             assert not retry
             continue
         assert len(retry) == 1 and retry[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
-        assert retry[0].params == t.params
+        # A kill mid-sampling leaves some knobs drawn: the retry keeps those and draws the rest.
+        assert t.params.items() <= retry[0].params.items()
     assert _done(run / "study.journal") == target
     assert yaml.safe_load((run / "run.yaml").read_text())["trials"] == target
 

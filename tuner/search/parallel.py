@@ -87,7 +87,7 @@ def _process_gone(worker: str) -> bool:
 
 
 class RequeueOnce:
-    """Queue a dead worker's trial again with the same knobs, once (a retry is not retried)."""
+    """Queue a dead worker's trial again with the knobs it had drawn, once (no retry of a retry)."""
 
     def __init__(self) -> None:
         self.failed: list[int] = []
