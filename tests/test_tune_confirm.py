@@ -13,9 +13,12 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
+import optuna
 import pytest
 import yaml
+from optuna.trial import FrozenTrial
 from typer.testing import CliRunner
 
 from tests._fake_measured import FakeMeasured
@@ -25,9 +28,11 @@ from tuner.backends.sim import SimBackend
 from tuner.backends.vllm import EXTRA_ARGS_ENV, VLLMBackend, vllm_batch_defaults
 from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
+from tuner.errors import InputError, InterruptedRunError
 from tuner.perf.capacity import Capacity, LoadPoint
 from tuner.run.confirm import (
     ConfirmedVariant,
+    ConfirmOptions,
     Side,
     gain_over_defaults,
     pick_candidates,
@@ -35,9 +40,12 @@ from tuner.run.confirm import (
     screen_spec,
 )
 from tuner.run.confirm_baseline import engine_defaults
+from tuner.run.confirm_journal import append_measured, read_measured
+from tuner.run.confirm_run import confirmed_tune
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
 from tuner.search.frontier import ranked_by_capacity
+from tuner.search.storage import make_storage
 from tuner.specs import Context, EngineConfig, Percentiles, Quantization, Workload
 
 SCREENED = ["tune", "--model", "llama-tiny-20m", "--gpu", "h100-sxm", "--backend", "torch",
@@ -145,6 +153,92 @@ def test_the_time_budget_skips_variants_not_started(
     assert all(r["predicted_capacity_tok_s_per_gpu"] for r in rows)  # predictions still shown
     assert output.count("skipped rank") == 3
     assert "+0% capacity over the engine defaults: the defaults measured best" in output
+
+
+def test_an_interrupted_screened_run_resumes_measuring_only_what_is_missing(
+    fake_torch: type[FakeMeasured], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    measure = FakeMeasured._capacity
+
+    def ctrl_c_on_the_third(self: FakeMeasured, *args: Any, **kwargs: Any) -> Any:
+        if len(FakeMeasured.measured) == 2:
+            raise KeyboardInterrupt
+        return measure(self, *args, **kwargs)
+
+    monkeypatch.setattr(FakeMeasured, "_capacity", ctrl_c_on_the_third)
+    run = tmp_path / "run"
+    stopped = CliRunner().invoke(app, [*SCREENED, "--confirm", "3", "--run-dir", str(run)])
+    assert stopped.exit_code == 130, stopped.output
+    assert f"tuner tune --resume {run}" in " ".join(stopped.output.split())
+    journal = (run / "confirm.jsonl").read_text().splitlines()
+    assert len(journal) == 2 and not (run / "confirm.csv").exists()
+    first_two = list(fake_torch.measured)
+
+    monkeypatch.setattr(FakeMeasured, "_capacity", measure)
+    resumed = CliRunner().invoke(app, ["tune", "--resume", str(run)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "kept engine defaults: measured by the earlier run" in resumed.output
+    # Only the two variants the journal lacked were measured again; the screen was not re-run.
+    assert fake_torch.measured[2:] and len(fake_torch.measured) == 4
+    assert not {c.model_dump_json() for c in fake_torch.measured[2:]} & {
+        c.model_dump_json() for c in first_two
+    }
+    rows = _rows(run)
+    assert [r["role"] for r in rows] == ["baseline", "candidate", "candidate", "candidate"]
+    assert all(r["status"] == "measured" for r in rows)
+    assert len((run / "confirm.jsonl").read_text().splitlines()) == 4
+    assert "restored" not in (run / "confirm.yaml").read_text()  # bookkeeping, not an output
+    # A finished run resumed again measures nothing and writes the same table.
+    table = (run / "confirm.csv").read_text()
+    again = CliRunner().invoke(app, ["tune", "--resume", str(run)])
+    assert again.exit_code == 0 and len(fake_torch.measured) == 4
+    assert _measured_columns(run / "confirm.csv") == _measured_columns_of(table)
+
+
+def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
+    fake_torch: type[FakeMeasured], tmp_path: Path
+) -> None:
+    spec = build_run_spec(model="llama-tiny-20m", gpu="h100-sxm", backend="torch", num_gpus=1,
+                          ttft_ms=1000, tpot_ms=100, trials=30,
+                          workload_fields={"input_tokens": 128, "output_tokens": 32,
+                                           "num_requests": 20})  # fmt: skip
+    run = tmp_path / "run"
+
+    def ctrl_c(study: optuna.Study, trial: FrozenTrial) -> None:
+        if trial.number == 9:
+            raise KeyboardInterrupt
+
+    with pytest.raises(InterruptedRunError, match="the screen's finished trials are kept"):
+        confirmed_tune(spec, run, ConfirmOptions(confirm=1), fresh=True, callbacks=[ctrl_c])
+    assert not fake_torch.measured and (run / "screened-run.yaml").is_file()
+    kept = len(optuna.load_study(study_name="tuner", storage=make_storage(
+        f"journal:{run / 'screen' / 'study.journal'}")).trials)  # fmt: skip
+    assert 10 <= kept < 30
+    done = confirmed_tune(spec, run, ConfirmOptions(confirm=1), resume=True)
+    finished = [r for r in done.screen.records if r.state in ("complete", "pruned")]
+    assert len(finished) == 30 and len(fake_torch.measured) == 2
+    assert done.recommended is not None and (run / "confirm.csv").is_file()
+
+
+def _measured_columns_of(text: str) -> list[dict[str, str]]:
+    rows = list(csv.DictReader(text.splitlines()))
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+
+
+def _measured_columns(path: Path) -> list[dict[str, str]]:
+    return _measured_columns_of(path.read_text())
+
+
+def test_a_torn_journal_line_is_dropped_and_a_bad_one_is_one_error_line(tmp_path: Path) -> None:
+    v = ConfirmedVariant(role="baseline", predicted_rank=None, screen_trial=None,
+                         config=EngineConfig(), status="measured")  # fmt: skip
+    append_measured(tmp_path, v)
+    with (tmp_path / "confirm.jsonl").open("a") as fh:
+        fh.write('{"role": "candi')  # a kill in the middle of a write
+    assert list(read_measured(tmp_path).values()) == [v]
+    (tmp_path / "confirm.jsonl").write_text('{"role": 1}\n' + v.model_dump_json() + "\n")
+    with pytest.raises(InputError, match=r"confirm.jsonl:1: not a measured variant"):
+        read_measured(tmp_path)
 
 
 def _variant(role: str, status: str, measured: float | None, predicted: float) -> ConfirmedVariant:

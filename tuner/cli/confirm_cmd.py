@@ -62,7 +62,12 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
         raise InputError(f"--screen {screen} --confirm measures on a real backend: use --backend "
                          f"{' or '.join(MEASURING_BACKENDS)} (got --backend "
                          f"{echo(str(kwargs.get('backend')))})")  # fmt: skip
-    for name in ("resume", "config", "storage"):
+    if kwargs.get("resume") is not None:
+        raise InputError(
+            "--screen cannot be combined with --resume: a screened run folder "
+            "remembers its flags, resume it with `tuner tune --resume RUN` alone"
+        )
+    for name in ("config", "storage"):
         if kwargs.get(name) is not None:
             raise InputError(f"--screen cannot be combined with --{name} (a screened tune is "
                              "one new run folder)")  # fmt: skip
@@ -114,6 +119,9 @@ def _announce(screen: TuneOutcome, variants: list[ConfirmedVariant], passed: lis
 
 
 def _reported(v: ConfirmedVariant) -> None:
+    if v.restored:
+        say(f"kept {_label(v)}: {v.status} by the earlier run of this folder")
+        return
     if v.status == "skipped":
         say(f"skipped {_label(v)}: {v.reason}")
         return
@@ -191,17 +199,20 @@ def run_confirm(
     options: ConfirmOptions,
     jobs: int,
     progress: Callable[[RunSpec], AbstractContextManager[Callable[[Any, FrozenTrial], None]]],
+    *,
+    resume: bool = False,
 ) -> None:
-    """Run the screened tune with tune's progress display for the screen, and print it."""
+    """Run (or resume) the screened tune with tune's progress display for the screen, and print
+    it."""
     try:
-        check_confirm_run(spec, folder)  # before the progress line: an error stays one line
+        check_confirm_run(spec, folder, resume=resume)  # before the progress line: one line
     except InputError:
         if fresh:
             shutil.rmtree(folder, ignore_errors=True)
         raise
     screening = screen_spec(spec)
     with progress(screening) as callback:
-        outcome = confirmed_tune(spec, folder, options, fresh=fresh, jobs=jobs,
+        outcome = confirmed_tune(spec, folder, options, fresh=fresh, resume=resume, jobs=jobs,
                                  callbacks=[callback], on_screened=_announce,
                                  on_variant=_reported)  # fmt: skip
     say(f"{len(outcome.variants)} variants measured by {spec.backend} in {outcome.wall_s:.0f} s "

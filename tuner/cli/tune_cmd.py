@@ -60,6 +60,7 @@ from tuner.cli.tune_summary import print_capacity_summary, speculation_line
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.confirm import ConfirmOptions
+from tuner.run.confirm_journal import load_screened_run
 from tuner.run.confirm_run import screen_of
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
@@ -216,7 +217,10 @@ def tune_command(
     _check_overrides(ctx, resume=resume, config=config)
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: must be at least 1")
-    if resume is not None:
+    screened = load_screened_run(resume) if resume is not None else None
+    if screened is not None:
+        spec, screen_flags = screened.spec, screened.options
+    elif resume is not None:
         spec = load_run_spec(resume)
     elif config is not None:
         spec = load_run_spec(config)
@@ -239,10 +243,15 @@ def tune_command(
     overrides = {"trials": trials, "timeout_s": timeout}
     spec = spec.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     if screen_flags is not None:  # a screened tune: sim screen, measured confirmation
-        return run_confirm(spec, folder, fresh, screen_flags, jobs, _progress)
+        return run_confirm(spec, folder, fresh, screen_flags, jobs, _progress,
+                           resume=resume is not None)  # fmt: skip
+    _tune_and_print(spec, folder, resume=resume is not None, fresh=fresh, jobs=jobs)
+
+
+def _tune_and_print(spec: RunSpec, folder: Path, *, resume: bool, fresh: bool, jobs: int) -> None:
+    """An unscreened tune with its progress display, then its summary."""
     with _progress(spec) as callback:
-        outcome = tune(spec, folder, resume=resume is not None, fresh=fresh, callbacks=[callback],
-                       jobs=jobs)  # fmt: skip
+        outcome = tune(spec, folder, resume=resume, fresh=fresh, callbacks=[callback], jobs=jobs)
     for line in outcome.worker_errors:
         print_note(f"warning: {line}")
     finished = sum(r.state in ("complete", "pruned") for r in outcome.records)

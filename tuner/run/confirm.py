@@ -89,6 +89,11 @@ class ConfirmedVariant(BaseModel):
     capacity: Capacity | None = None
     metrics: Metrics | None = None
     wall_s: float = 0.0
+    restored: bool = Field(
+        default=False,
+        exclude=True,
+        description="Measured by an earlier, interrupted run of this folder",
+    )
 
     @property
     def meets_sla(self) -> bool:
@@ -194,10 +199,14 @@ def measure_variants(
     on_variant: Callable[[ConfirmedVariant], None] = lambda v: None,
 ) -> None:
     """Measure each variant's capacity in order (filling it in); once `seconds` are spent the
-    rest are skipped with the reason. Every variant also gets the simulator's prediction."""
+    rest are skipped with the reason. Every variant also gets the simulator's prediction; a
+    variant restored from an earlier run's journal is kept as it was measured."""
     started = time.perf_counter()
     ctx = spec.context()
     for v in variants:
+        if v.restored:
+            on_variant(v)
+            continue
         left = None if seconds is None else seconds - (time.perf_counter() - started)
         if left is not None and left <= 0:
             v.status, v.reason = (

@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.backends import Backend, get_backend
 from tuner.detect import MEASURING_BACKENDS
-from tuner.errors import InputError
+from tuner.errors import InputError, InterruptedRunError
 from tuner.run.confirm import (
     ConfirmedVariant,
     ConfirmOptions,
@@ -25,6 +25,13 @@ from tuner.run.confirm import (
     screen_spec,
 )
 from tuner.run.confirm_baseline import describe, engine_defaults
+from tuner.run.confirm_journal import (
+    JOURNAL_FILE,
+    append_measured,
+    read_measured,
+    restore_measured,
+    write_screened_run,
+)
 from tuner.run.confirm_out import (
     confirm_rows,
     write_best_measured,
@@ -33,6 +40,7 @@ from tuner.run.confirm_out import (
 )
 from tuner.run.confirm_refit import RefitReport, refit_device
 from tuner.run.folder import make_run_dir
+from tuner.run.lock import run_folder_lock
 from tuner.run.report_confirm import parity_figures, render_confirm_html
 from tuner.run.spec import RUN_FILE, RunSpec
 from tuner.run.tune import TuneOutcome, tune
@@ -86,7 +94,7 @@ def screen_of(run_dir: Path) -> Path | None:
     return None
 
 
-def check_confirm_run(spec: RunSpec, run_dir: Path) -> None:
+def check_confirm_run(spec: RunSpec, run_dir: Path, *, resume: bool = False) -> None:
     """Refuse a run that cannot be confirmed, before any work: one line each."""
     if spec.backend not in MEASURING_BACKENDS:
         allowed = " or ".join(MEASURING_BACKENDS)
@@ -94,6 +102,8 @@ def check_confirm_run(spec: RunSpec, run_dir: Path) -> None:
                          f"(got --backend {spec.backend})")  # fmt: skip
     if not spec.is_capacity:
         raise InputError("--screen compares capacities: drop --rate/--concurrency")
+    if resume:
+        return
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise InputError(f"{run_dir}: not an empty folder; a --screen run needs a new run folder")
 
@@ -146,6 +156,7 @@ def confirmed_tune(
     options: ConfirmOptions,
     *,
     fresh: bool = False,
+    resume: bool = False,
     jobs: int = 1,
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
     backend: Backend | None = None,
@@ -155,34 +166,92 @@ def confirmed_tune(
     on_variant: Callable[[ConfirmedVariant], None] = lambda v: None,
 ) -> ConfirmOutcome:
     """Screen `spec`'s space with the simulator into RUN/screen, measure the engine defaults and
-    the top `options.confirm` predicted variants, write the run folder from the measurements."""
+    the top `options.confirm` predicted variants, write the run folder from the measurements.
+    With `resume`, finish an interrupted run of `run_dir`: the screen's finished trials and the
+    journal's measurements are kept, only what is missing runs."""
     started = time.perf_counter()
-    check_confirm_run(spec, run_dir)
+    check_confirm_run(spec, run_dir, resume=resume)
     make_run_dir(run_dir)
-    try:
-        real = backend or _backend(spec, run_dir)
-        screened = tune(screen_spec(spec), run_dir / SCREEN_DIR, fresh=True, callbacks=callbacks,
-                        jobs=jobs)  # fmt: skip
-    except BaseException:
-        if fresh:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    with run_folder_lock(run_dir):
+        if not resume:
+            write_screened_run(run_dir, spec, options)
+        try:
+            real = backend or _backend(spec, run_dir)
+            screened = _screen(spec, run_dir, resume, callbacks, jobs)
+        except InterruptedRunError:
+            if (run_dir / SCREEN_DIR).is_dir():  # finished screen trials are kept
+                kept = _continue(run_dir, "the screen's finished trials")
+                raise InterruptedRunError(kept) from None
+            if fresh:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        except BaseException:
+            if fresh:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        outcome = _confirm(spec, run_dir, options, real, screened, on_screened, on_variant)
+    outcome.wall_s = time.perf_counter() - started
+    return outcome
+
+
+def _continue(run_dir: Path, kept: str) -> str:
+    return (f"interrupted; {kept} are kept in {run_dir}; continue with "
+            f"`tuner tune --resume {run_dir}`")  # fmt: skip
+
+
+def _screen(
+    spec: RunSpec,
+    run_dir: Path,
+    resume: bool,
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
+    jobs: int,
+) -> TuneOutcome:
+    """The sim screen into RUN/screen: new, or continued from its study on a resume."""
+    screen = run_dir / SCREEN_DIR
+    again = resume and (screen / RUN_FILE).is_file()
+    if resume and not again:
+        shutil.rmtree(screen, ignore_errors=True)  # killed before the screen wrote run.yaml
+    return tune(screen_spec(spec), screen, resume=again, fresh=not again, callbacks=callbacks,
+                jobs=jobs)  # fmt: skip
+
+
+def _confirm(
+    spec: RunSpec,
+    run_dir: Path,
+    options: ConfirmOptions,
+    real: Backend,
+    screened: TuneOutcome,
+    on_screened: Callable[[TuneOutcome, list[ConfirmedVariant], list[str]], None],
+    on_variant: Callable[[ConfirmedVariant], None],
+) -> ConfirmOutcome:
+    """Measure the defaults and the screen's picks (journaling each), then write the folder."""
     base_config, source = engine_defaults(real, spec.gpu)
     baseline = ConfirmedVariant(role="baseline", predicted_rank=None, screen_trial=None,
                                 config=base_config)  # fmt: skip
     candidates, passed = pick_candidates(screened.records, spec, real, options.confirm,
                                          base_config)  # fmt: skip
-    variants = [baseline, *candidates]
+    variants = restore_measured([baseline, *candidates], read_measured(run_dir))
     on_screened(screened, variants, passed)
-    measure_variants(variants, spec, real, options.confirm_seconds, on_variant)
+
+    def journaled(v: ConfirmedVariant) -> None:
+        if not v.restored and v.status != "skipped":
+            append_measured(run_dir, v)
+        on_variant(v)
+
+    try:
+        measure_variants(variants, spec, real, options.confirm_seconds, journaled)
+    except KeyboardInterrupt:
+        done = len(read_measured(run_dir))
+        raise InterruptedRunError(
+            _continue(run_dir, f"the screen and {done} measured variant(s) ({JOURNAL_FILE})")
+        ) from None
     recommended = recommend_measured(variants)
     outcome = ConfirmOutcome(spec, options, run_dir, screened, source, variants, passed,
-                             recommended, gain_over_defaults(recommended, baseline))  # fmt: skip
+                             recommended, gain_over_defaults(recommended, variants[0]))  # fmt: skip
     if options.refit:
         try:
             outcome.refit = refit_device(variants, spec, run_dir)
         except ValueError as exc:  # nothing measured, or nothing the fit could use
             outcome.refit_note = f"no device profile written: {exc}"
     _write(outcome)
-    outcome.wall_s = time.perf_counter() - started
     return outcome

@@ -1,0 +1,114 @@
+"""What a screened run keeps while it runs, so `tuner tune --resume RUN` can finish it.
+
+A `--screen` run folder holds no run.yaml of its own (RUN/screen has the sim screen's), so the
+measured run's inputs go to RUN/screened-run.yaml when it starts, and each variant the real
+backend has finished measuring is appended to RUN/confirm.jsonl at once. A killed or
+interrupted run loses at most the variant being measured; a resume re-screens nothing that is
+finished and measures only the variants the journal lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tuner import catalog
+from tuner.errors import InputError
+from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
+from tuner.run.spec import RunSpec
+
+__all__ = [
+    "JOURNAL_FILE",
+    "SCREENED_RUN_FILE",
+    "ScreenedRun",
+    "append_measured",
+    "config_key",
+    "load_screened_run",
+    "read_measured",
+    "restore_measured",
+    "write_screened_run",
+]
+
+SCREENED_RUN_FILE = "screened-run.yaml"
+JOURNAL_FILE = "confirm.jsonl"
+
+
+class ScreenedRun(BaseModel):
+    """The inputs of a screened run: the measured run's spec and the screen/confirm options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: RunSpec
+    options: ConfirmOptions
+
+
+def config_key(variant: ConfirmedVariant) -> str:
+    """The variant's knobs as one canonical string (how a resume finds what was measured)."""
+    return json.dumps(variant.config.model_dump(mode="json"), sort_keys=True)
+
+
+def write_screened_run(run_dir: Path, spec: RunSpec, options: ConfirmOptions) -> None:
+    """Record the run's inputs before any work, for `tune --resume`."""
+    doc = ScreenedRun(spec=spec, options=options).model_dump(mode="json")
+    (run_dir / SCREENED_RUN_FILE).write_text(
+        "# tuner: a screened run's inputs; continue it with `tuner tune --resume <this folder>`\n"
+        + yaml.safe_dump(doc, sort_keys=False)
+    )
+
+
+def load_screened_run(run_dir: Path) -> ScreenedRun | None:
+    """The screened run recorded in `run_dir` (None when it is not a screened run folder)."""
+    file = run_dir / SCREENED_RUN_FILE
+    if not file.is_file():
+        return None
+    run = catalog.load_yaml_model(file, ScreenedRun)
+    run.spec.check()
+    return run
+
+
+def append_measured(run_dir: Path, variant: ConfirmedVariant) -> None:
+    """Append one finished measurement and push it to disk (it cost minutes of a real server)."""
+    with (run_dir / JOURNAL_FILE).open("a") as fh:
+        fh.write(variant.model_dump_json() + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_measured(run_dir: Path) -> dict[str, ConfirmedVariant]:
+    """The journal's variants by knobs (a torn last line, from a kill mid-write, is dropped)."""
+    file = run_dir / JOURNAL_FILE
+    if not file.is_file():
+        return {}
+    lines = file.read_text().splitlines()
+    done: dict[str, ConfirmedVariant] = {}
+    for number, line in enumerate(lines, start=1):
+        try:
+            variant = ConfirmedVariant.model_validate_json(line)
+        except ValidationError as exc:
+            if number == len(lines):
+                break
+            raise InputError(f"{file}:{number}: not a measured variant ({exc.errors()[0]['msg']})"
+                             ) from None  # fmt: skip
+        done[config_key(variant)] = variant
+    return done
+
+
+def restore_measured(
+    variants: list[ConfirmedVariant], done: dict[str, ConfirmedVariant]
+) -> list[ConfirmedVariant]:
+    """`variants` with each one the journal holds replaced by its measurement (its role and rank
+    stay those of this pick)."""
+    out = []
+    for v in variants:
+        old = done.get(config_key(v))
+        if old is None:
+            out.append(v)
+            continue
+        keep = {"role": v.role, "predicted_rank": v.predicted_rank,
+                "screen_trial": v.screen_trial, "restored": True}  # fmt: skip
+        out.append(old.model_copy(update=keep))
+    return out
