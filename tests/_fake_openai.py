@@ -84,6 +84,12 @@ def _chunk(data: str) -> bytes:
     return f"{len(raw):x}\r\n".encode() + raw + b"\r\n"
 
 
+def _per_position(generated: int) -> list[int]:
+    """Accepted tokens at draft positions 0-3, summing to `generated` (the accepted total)."""
+    first, second, third = generated // 2, generated // 4, generated // 8
+    return [first, second, third, generated - first - second - third]
+
+
 def _metrics_text(generated: int, prompt: int, running: int) -> str:
     """vLLM-style exposition: spec decode accepts half the drafts, prefix cache hits a quarter."""
     lines = [
@@ -98,6 +104,9 @@ def _metrics_text(generated: int, prompt: int, running: int) -> str:
         f'vllm:spec_decode_num_drafts_total{{engine="0"}} {generated // 2}.0',
         f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {generated * 2}.0',
         f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {generated}.0',
+        # Per position (vLLM labels them 0..k-1): every draft accepts its first token.
+        *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} '
+          f'{n}.0' for i, n in enumerate(_per_position(generated))),  # fmt: skip
         f'vllm:prefix_cache_queries_total{{engine="0"}} {prompt}.0',
         f'vllm:prefix_cache_hits_total{{engine="0"}} {prompt // 4}.0',
         'vllm:cache_config_info{block_size="16",kv_cache_size_tokens="4096"} 1.0',

@@ -184,6 +184,9 @@ def test_evaluate_measures_and_reads_server_counters(fake_python: str, tmp_path:
     assert m.extra["server_generation_tokens"] == 9 * 8
     assert m.extra["server_prompt_tokens"] == 9 * 32
     assert m.extra["spec_acceptance_rate"] == pytest.approx(0.5)
+    curve = [float(a) for a in str(m.extra["spec_acceptance_per_position"]).split(",")]
+    assert len(curve) == 4 and curve[0] == pytest.approx(1.0)  # every draft accepts position 0
+    assert all(0.0 <= a <= 1.0 for a in curve)
     assert m.extra["prefix_cache_hit_rate"] == pytest.approx(0.25, abs=0.02)
     assert m.kv_capacity_tokens == 4096
     assert m.max_concurrent_seqs >= 1 and m.kv_utilization > 0

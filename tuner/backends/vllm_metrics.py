@@ -8,7 +8,7 @@ import httpx
 
 from tuner.backends import prometheus_text as prom
 
-__all__ = ["MetricsPoller", "delta", "mean_ms", "server_counters"]
+__all__ = ["MetricsPoller", "acceptance_per_position", "delta", "mean_ms", "server_counters"]
 
 _SCRAPE_TIMEOUT_S = 5.0
 _MS_PER_S = 1000.0
@@ -75,6 +75,39 @@ def mean_ms(before: list[prom.Sample], after: list[prom.Sample], histogram: str)
     return None if not count or total_s is None else total_s / count * _MS_PER_S
 
 
+_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def acceptance_per_position(
+    before: list[prom.Sample], after: list[prom.Sample], drafts: float
+) -> list[float]:
+    """P(draft position i accepted | positions before it were) over the interval, from vLLM's
+    per-position counter (empty when the server does not export it).
+
+    Acceptance stops at the first rejected draft token, so the drafts that reached position i
+    are those that accepted position i - 1 (all of them for the first). An n-gram proposer may
+    propose fewer than k tokens; vLLM does not export per-position proposals, so such a short
+    draft counts as reaching the positions it did not propose (a slight under-estimate).
+    """
+    counts: dict[int, float] = {}
+    for sample in after:
+        if sample.name in (_PER_POS, f"{_PER_POS}_total") and "position" in sample.labels:
+            pos = int(sample.labels["position"])
+            counts[pos] = counts.get(pos, 0.0) + sample.value
+    for sample in before:
+        if sample.name in (_PER_POS, f"{_PER_POS}_total") and "position" in sample.labels:
+            pos = int(sample.labels["position"])
+            counts[pos] = counts.get(pos, 0.0) - sample.value
+    curve, reached = [], drafts
+    for pos in range(len(counts)):
+        if pos not in counts:
+            return []  # a gap in the positions: not the counter this reads
+        accepted = max(0.0, counts[pos])
+        curve.append(min(1.0, accepted / reached) if reached > 0 else 0.0)
+        reached = accepted
+    return curve
+
+
 def server_counters(
     before: list[prom.Sample], after: list[prom.Sample]
 ) -> dict[str, float | int | str | bool | None]:
@@ -90,6 +123,9 @@ def server_counters(
     if drafts:
         # vLLM's "mean acceptance length": the verified token plus the accepted drafts per step.
         out["spec_mean_acceptance_length"] = 1 + (accepted or 0) / drafts
+        curve = acceptance_per_position(before, after, drafts)
+        if curve:
+            out["spec_acceptance_per_position"] = ",".join(f"{a:.4f}" for a in curve)
     queries = delta(before, after, "vllm:prefix_cache_queries")
     hits = delta(before, after, "vllm:prefix_cache_hits")
     if queries:
