@@ -193,6 +193,9 @@ def test_an_interrupted_screened_run_resumes_measuring_only_what_is_missing(
     again = CliRunner().invoke(app, ["tune", "--resume", str(run)])
     assert again.exit_code == 0 and len(fake_torch.measured) == 4
     assert _measured_columns(run / "confirm.csv") == _measured_columns_of(table)
+    (run / "screened-run.yaml").unlink()  # as in a folder written before runs recorded it
+    old = CliRunner().invoke(app, ["tune", "--resume", str(run)])
+    assert old.exit_code == 2 and "cannot be resumed" in old.output
 
 
 def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(

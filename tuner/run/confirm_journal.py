@@ -19,11 +19,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from tuner import catalog
 from tuner.errors import InputError
 from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
-from tuner.run.spec import RunSpec
+from tuner.run.spec import RUN_FILE, RunSpec
 
 __all__ = [
     "JOURNAL_FILE",
     "SCREENED_RUN_FILE",
+    "SCREEN_DIR",
     "ScreenedRun",
     "append_measured",
     "config_key",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 SCREENED_RUN_FILE = "screened-run.yaml"
+SCREEN_DIR = "screen"
 JOURNAL_FILE = "confirm.jsonl"
 
 
@@ -64,6 +66,10 @@ def load_screened_run(run_dir: Path) -> ScreenedRun | None:
     """The screened run recorded in `run_dir` (None when it is not a screened run folder)."""
     file = run_dir / SCREENED_RUN_FILE
     if not file.is_file():
+        if (run_dir / SCREEN_DIR / RUN_FILE).is_file() and not (run_dir / RUN_FILE).exists():
+            raise InputError(f"{run_dir} is a --screen run written before screened runs recorded "
+                             f"their inputs ({SCREENED_RUN_FILE}): it cannot be resumed; "
+                             f"`tuner report {run_dir}` rebuilds its screen")  # fmt: skip
         return None
     run = catalog.load_yaml_model(file, ScreenedRun)
     run.spec.check()

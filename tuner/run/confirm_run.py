@@ -27,6 +27,7 @@ from tuner.run.confirm import (
 from tuner.run.confirm_baseline import describe, engine_defaults
 from tuner.run.confirm_journal import (
     JOURNAL_FILE,
+    SCREEN_DIR,
     append_measured,
     read_measured,
     restore_measured,
@@ -46,8 +47,6 @@ from tuner.run.spec import RUN_FILE, RunSpec
 from tuner.run.tune import TuneOutcome, tune
 
 __all__ = ["ConfirmOutcome", "check_confirm_run", "confirmed_tune", "gain_text", "screen_of"]
-
-SCREEN_DIR = "screen"
 
 
 @dataclass
