@@ -105,8 +105,10 @@ def _metrics_text(generated: int, prompt: int, running: int) -> str:
         f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {generated * 2}.0',
         f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {generated}.0',
         # Per position (vLLM labels them 0..k-1): every draft accepts its first token.
-        *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} '
-          f'{n}.0' for i, n in enumerate(_per_position(generated))),  # fmt: skip
+        *(
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {n}.0'
+            for i, n in enumerate(_per_position(generated))
+        ),  # fmt: skip
         f'vllm:prefix_cache_queries_total{{engine="0"}} {prompt}.0',
         f'vllm:prefix_cache_hits_total{{engine="0"}} {prompt // 4}.0',
         'vllm:cache_config_info{block_size="16",kv_cache_size_tokens="4096"} 1.0',
