@@ -196,6 +196,18 @@ def test_evaluate_measures_and_reads_server_counters(fake_python: str, tmp_path:
     assert backend.server_pid is not None and group_pids(backend.server_pid) == []
 
 
+def test_a_resumed_run_never_writes_into_an_earlier_servers_log(
+    fake_python: str, tmp_path: Path
+) -> None:
+    first = _fake_backend(fake_python, tmp_path)
+    assert first.evaluate(EngineConfig(max_num_seqs=4), _ctx(num_requests=3)).feasible
+    earlier = (tmp_path / "runs" / "vllm-trial-001.log").read_text()
+    again = _fake_backend(fake_python, tmp_path)  # a resume: a new backend on the same folder
+    m = again.evaluate(EngineConfig(max_num_seqs=4), _ctx(num_requests=3))
+    assert m.feasible and m.extra["log_path"] == str(tmp_path / "runs" / "vllm-trial-002.log")
+    assert (tmp_path / "runs" / "vllm-trial-001.log").read_text() == earlier
+
+
 def test_startup_crash_is_infeasible_with_the_servers_error_line(
     fake_python: str, tmp_path: Path
 ) -> None:

@@ -248,8 +248,7 @@ class VLLMBackend(CheckedBackend):
         work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
     ) -> Metrics:
         """Start a server for `config`, run `work` on it, stop it; infeasible on any failure."""
-        self.trials += 1
-        log_path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
+        log_path = self._claim_log()
         config, note = for_platform(config, self.cpu_build)
         try:
             port = free_port(_HOST)
@@ -260,6 +259,19 @@ class VLLMBackend(CheckedBackend):
         if note:
             metrics.extra["platform_note"] = note
         return metrics
+
+    def _claim_log(self) -> Path:
+        """The next server log name no process has taken: a resumed run, or another worker on
+        the same run folder, never writes into an earlier server's log."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            self.trials += 1
+            path = self.run_dir / f"vllm-trial-{self.trials:03d}.log"
+            try:
+                path.open("x").close()  # atomic: exactly one claimant gets each name
+                return path
+            except FileExistsError:
+                continue
 
     def _run(
         self,
