@@ -198,6 +198,44 @@ def test_an_interrupted_screened_run_resumes_measuring_only_what_is_missing(
     assert old.exit_code == 2 and "cannot be resumed" in old.output
 
 
+def test_a_resume_with_a_larger_confirm_measures_only_the_new_variants(
+    fake_torch: type[FakeMeasured], tmp_path: Path
+) -> None:
+    run, _ = _screened(tmp_path, "--confirm", "1")
+    assert len(fake_torch.measured) == 2
+    more = CliRunner().invoke(app, ["tune", "--resume", str(run), "--confirm", "3",
+                                    "--confirm-seconds", "600"])  # fmt: skip
+    assert more.exit_code == 0, more.output
+    assert len(fake_torch.measured) == 4  # ranks 2 and 3; the defaults and rank 1 are kept
+    assert [r["role"] for r in _rows(run)] == ["baseline", "candidate", "candidate", "candidate"]
+    saved = yaml.safe_load((run / "screened-run.yaml").read_text())["options"]
+    assert saved["confirm"] == 3 and saved["confirm_seconds"] == 600 and saved["screen"] == "sim"
+    bad = CliRunner().invoke(app, ["tune", "--resume", str(run), "--confirm", "0"])
+    assert bad.exit_code == 2 and "--confirm 0" in bad.output
+    plain = tmp_path / "plain"
+    assert (
+        CliRunner()
+        .invoke(
+            app,
+            [
+                "tune",
+                "--model",
+                "llama-tiny-20m",
+                "--gpu",
+                "h100-sxm",
+                "--trials",
+                "5",
+                "--run-dir",
+                str(plain),
+            ],
+        )
+        .exit_code
+        == 0
+    )
+    refused = CliRunner().invoke(app, ["tune", "--resume", str(plain), "--confirm", "2"])
+    assert refused.exit_code == 2 and "is not a screened run" in refused.output
+
+
 def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
     fake_torch: type[FakeMeasured], tmp_path: Path
 ) -> None:
@@ -276,6 +314,7 @@ def test_the_recommendation_comes_from_measured_variants_only() -> None:
         (["--backend", "sim", "--screen", "sim"], "measures on a real backend"),
         (["--backend", "torch", "--screen", "gp"], "--screen 'gp': not a predictor"),
         (["--backend", "torch", "--confirm", "3"], "--confirm needs --screen sim"),
+        (["--backend", "torch", "--confirm", "0"], "--confirm needs --screen sim"),
         (["--backend", "torch", "--screen", "sim", "--confirm", "0"], "--confirm 0:"),
         (["--backend", "torch", "--screen", "sim", "--confirm-seconds", "-5"],
          "--confirm-seconds -5"),

@@ -26,11 +26,12 @@ from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, NoFeasibleConfigError, echo
 from tuner.run.confirm import SCREENS, ConfirmedVariant, ConfirmOptions, screen_spec
 from tuner.run.confirm_baseline import describe
+from tuner.run.confirm_journal import load_screened_run
 from tuner.run.confirm_run import ConfirmOutcome, check_confirm_run, confirmed_tune, gain_text
-from tuner.run.spec import RunSpec
+from tuner.run.spec import RunSpec, load_run_spec
 from tuner.run.tune import TuneOutcome
 
-__all__ = ["SCREEN_PARAM", "run_confirm", "screen_options"]
+__all__ = ["SCREEN_PARAM", "load_resumed", "resumed_options", "run_confirm", "screen_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 SCREEN_PARAM = "screen_flags"  # the keyword the decorated command receives
@@ -51,8 +52,13 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
     """The screen flags as ConfirmOptions (None when none is given); InputError on a bad mix."""
     screen = flags["screen"]
     if screen is None:
-        given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v not in (None, False)]
-        if given:
+        # `is not False`, not `in (None, False)`: `--confirm 0` equals False and is still given.
+        set_now = {k: v for k, v in flags.items() if v is not None and v is not False}
+        if set_now and kwargs.get("resume") is not None:
+            # Checked against the run folder by `resumed_options`: only a screened run takes them.
+            return _options(set_now)
+        if set_now:
+            given = [f"--{k.replace('_', '-')}" for k in set_now]
             raise InputError(f"{', '.join(given)} needs --screen sim (a screened tune)")
         return None
     if screen not in SCREENS:
@@ -71,14 +77,46 @@ def _checked(flags: dict[str, Any], kwargs: dict[str, Any]) -> ConfirmOptions | 
         if kwargs.get(name) is not None:
             raise InputError(f"--screen cannot be combined with --{name} (a screened tune is "
                              "one new run folder)")  # fmt: skip
+    return _options({"screen": screen, "confirm": 3 if flags["confirm"] is None
+                     else flags["confirm"], "confirm_seconds": flags["confirm_seconds"],
+                     "refit": flags["refit"]})  # fmt: skip
+
+
+def _options(fields: dict[str, Any]) -> ConfirmOptions:
+    """ConfirmOptions of the given fields only (its `model_fields_set` says which were given)."""
     try:
-        return ConfirmOptions(screen=screen, confirm=3 if flags["confirm"] is None
-                              else flags["confirm"], confirm_seconds=flags["confirm_seconds"],
-                              refit=flags["refit"])  # fmt: skip
+        return ConfirmOptions(**fields)
     except ValidationError as exc:
         err = exc.errors()[0]
         flag = "--" + str(err["loc"][0]).replace("_", "-")
         raise InputError(f"{flag} {err['input']}: {err['msg']}") from None
+
+
+def load_resumed(
+    run_dir: Path, given: ConfirmOptions | None
+) -> tuple[RunSpec, ConfirmOptions | None]:
+    """The spec of the run folder to resume, and its screen options if it is a screened run."""
+    screened = load_screened_run(run_dir)
+    if screened is None:
+        resumed_options(run_dir, None, given)  # refuses screen flags on an unscreened run
+        return load_run_spec(run_dir), None
+    return screened.spec, resumed_options(run_dir, screened.options, given)
+
+
+def resumed_options(
+    run_dir: Path, saved: ConfirmOptions | None, given: ConfirmOptions | None
+) -> ConfirmOptions | None:
+    """A resumed run's screen options: the saved ones with the flags given now on top (None
+    for a run folder that is not a screened run, which takes none of them)."""
+    if saved is None:
+        if given is not None:
+            flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given.model_fields_set))
+            raise InputError(f"{flags}: {run_dir} is not a screened run (--screen sim); "
+                             "these flags only change a screened run on --resume")  # fmt: skip
+        return None
+    if given is None:
+        return saved
+    return saved.model_copy(update={k: getattr(given, k) for k in given.model_fields_set})
 
 
 def screen_options(func: F) -> F:

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from tuner import knobs
 from tuner.cli.app import app, console, guarded
-from tuner.cli.confirm_cmd import run_confirm, screen_options
+from tuner.cli.confirm_cmd import load_resumed, run_confirm, screen_options
 from tuner.cli.knob_flags import knob_options
 from tuner.cli.options import (
     AcceptanceRate,
@@ -60,7 +60,6 @@ from tuner.cli.tune_summary import print_capacity_summary, speculation_line
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.confirm import ConfirmOptions
-from tuner.run.confirm_journal import load_screened_run
 from tuner.run.confirm_run import screen_of
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
@@ -217,11 +216,8 @@ def tune_command(
     _check_overrides(ctx, resume=resume, config=config)
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: must be at least 1")
-    screened = load_screened_run(resume) if resume is not None else None
-    if screened is not None:
-        spec, screen_flags = screened.spec, screened.options
-    elif resume is not None:
-        spec = load_run_spec(resume)
+    if resume is not None:
+        spec, screen_flags = load_resumed(resume, screen_flags)
     elif config is not None:
         spec = load_run_spec(config)
     else:
@@ -296,7 +292,8 @@ def _target_folder(
 # Flags that may change a run loaded from run.yaml (--config) or a run folder (--resume); every
 # other flag would be silently ignored, so it is refused.
 _CONFIG_OVERRIDES = frozenset({"trials", "timeout", "out", "run_dir", "config", "jobs"})
-_RESUME_OVERRIDES = frozenset({"trials", "timeout", "resume", "jobs"})
+_RESUME_OVERRIDES = frozenset({"trials", "timeout", "resume", "jobs", "confirm",
+                               "confirm_seconds", "refit"})  # fmt: skip
 
 
 def _check_overrides(ctx: typer.Context, *, resume: Path | None, config: Path | None) -> None:

@@ -172,8 +172,7 @@ def confirmed_tune(
     check_confirm_run(spec, run_dir, resume=resume)
     make_run_dir(run_dir)
     with run_folder_lock(run_dir):
-        if not resume:
-            write_screened_run(run_dir, spec, options)
+        write_screened_run(run_dir, spec, options)  # on a resume: the budgets given now
         try:
             real = backend or _backend(spec, run_dir)
             screened = _screen(spec, run_dir, resume, callbacks, jobs)
