@@ -40,7 +40,7 @@ from tuner.run.confirm import (
     screen_spec,
 )
 from tuner.run.confirm_baseline import engine_defaults
-from tuner.run.confirm_journal import append_measured, read_measured
+from tuner.run.confirm_journal import append_measured, config_key, read_measured, restore_measured
 from tuner.run.confirm_run import confirmed_tune
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
@@ -484,3 +484,20 @@ def test_refit_writes_a_profile_that_predicts_the_measurements_better(
     before = {r["role"]: float(r["tpot_rel_error"]) for r in _rows(run)}
     after = {r["role"]: float(r["tpot_rel_error"]) for r in _rows(again)}
     assert abs(after["baseline"]) < abs(before["baseline"])
+
+
+def test_measured_variants_a_longer_screen_moved_off_the_pick_are_kept() -> None:
+    def variant(rank: int | None, trial: int | None, seqs: int) -> ConfirmedVariant:
+        role = "baseline" if rank is None else "candidate"
+        return ConfirmedVariant(role=role, predicted_rank=rank, screen_trial=trial,
+                                config=EngineConfig(max_num_seqs=seqs))  # fmt: skip
+
+    base, first, dropped = variant(None, None, 256), variant(1, 0, 8), variant(2, 5, 16)
+    done = {config_key(v): v.model_copy(update={"status": "measured"})
+            for v in (base, dropped)}  # fmt: skip
+    now = [base, variant(1, 9, 32), variant(2, 0, 8)]  # the longer screen's pick
+    out = restore_measured(now, done, ranks={9: 1, 0: 2, 5: 4})
+    assert [v.config.max_num_seqs for v in out] == [256, 32, 8, 16]
+    assert [v.restored for v in out] == [True, False, False, True]
+    assert out[3].predicted_rank == 4 and out[3].status == "measured"  # its rank in this screen
+    assert first.config == out[2].config and out[2].status == "skipped"  # not measured yet

@@ -104,10 +104,14 @@ def read_measured(run_dir: Path) -> dict[str, ConfirmedVariant]:
 
 
 def restore_measured(
-    variants: list[ConfirmedVariant], done: dict[str, ConfirmedVariant]
+    variants: list[ConfirmedVariant],
+    done: dict[str, ConfirmedVariant],
+    ranks: dict[int, int] | None = None,
 ) -> list[ConfirmedVariant]:
     """`variants` with each one the journal holds replaced by its measurement (its role and rank
-    stay those of this pick)."""
+    stay those of this pick), then the journal's variants this pick no longer holds (a longer
+    screen moved them off the top K; `ranks`, screen trial -> rank, gives their rank now):
+    measured evidence is never dropped."""
     out = []
     for v in variants:
         old = done.get(config_key(v))
@@ -117,4 +121,11 @@ def restore_measured(
         keep = {"role": v.role, "predicted_rank": v.predicted_rank,
                 "screen_trial": v.screen_trial, "restored": True}  # fmt: skip
         out.append(old.model_copy(update=keep))
+    picked = {config_key(v) for v in variants}
+    for key, old in done.items():
+        if key not in picked:
+            rank = old.predicted_rank
+            if ranks and old.screen_trial is not None:
+                rank = ranks.get(old.screen_trial, rank)
+            out.append(old.model_copy(update={"restored": True, "predicted_rank": rank}))
     return out

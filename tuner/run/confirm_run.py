@@ -45,6 +45,7 @@ from tuner.run.lock import run_folder_lock
 from tuner.run.report_confirm import parity_figures, render_confirm_html
 from tuner.run.spec import RUN_FILE, RunSpec
 from tuner.run.tune import TuneOutcome, tune
+from tuner.search.frontier import ranked_by_capacity
 
 __all__ = ["ConfirmOutcome", "check_confirm_run", "confirmed_tune", "gain_text", "screen_of"]
 
@@ -228,7 +229,9 @@ def _confirm(
                                 config=base_config)  # fmt: skip
     candidates, passed = pick_candidates(screened.records, spec, real, options.confirm,
                                          base_config)  # fmt: skip
-    variants = restore_measured([baseline, *candidates], read_measured(run_dir))
+    ranked = ranked_by_capacity(screened.records, spec.sla)
+    ranks = {r.number: rank for rank, r in enumerate(ranked, start=1)}
+    variants = restore_measured([baseline, *candidates], read_measured(run_dir), ranks)
     on_screened(screened, variants, passed)
 
     def journaled(v: ConfirmedVariant) -> None:
