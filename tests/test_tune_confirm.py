@@ -34,13 +34,14 @@ from tuner.run.confirm import (
     ConfirmedVariant,
     ConfirmOptions,
     Side,
+    config_key,
     gain_over_defaults,
     pick_candidates,
     recommend_measured,
     screen_spec,
 )
 from tuner.run.confirm_baseline import engine_defaults
-from tuner.run.confirm_journal import append_measured, config_key, read_measured, restore_measured
+from tuner.run.confirm_journal import append_measured, read_measured, restore_measured
 from tuner.run.confirm_run import confirmed_tune
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
@@ -493,7 +494,7 @@ def test_measured_variants_a_longer_screen_moved_off_the_pick_are_kept() -> None
                                 config=EngineConfig(max_num_seqs=seqs))  # fmt: skip
 
     base, first, dropped = variant(None, None, 256), variant(1, 0, 8), variant(2, 5, 16)
-    done = {config_key(v): v.model_copy(update={"status": "measured"})
+    done = {config_key(v.config): v.model_copy(update={"status": "measured"})
             for v in (base, dropped)}  # fmt: skip
     now = [base, variant(1, 9, 32), variant(2, 0, 8)]  # the longer screen's pick
     out = restore_measured(now, done, ranks={9: 1, 0: 2, 5: 4})

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_CONFIRM",
     "ConfirmOptions",
     "ConfirmedVariant",
+    "config_key",
     "Side",
     "gain_over_defaults",
     "measure_variants",
@@ -126,7 +127,8 @@ def _refusal(backend: Backend, config: EngineConfig, ctx: Context) -> str | None
     return check(config, ctx) if check is not None else invalid_reason(config, ctx)
 
 
-def _key(config: EngineConfig) -> str:
+def config_key(config: EngineConfig) -> str:
+    """A variant's knobs as one canonical string (what makes two variants the same)."""
     return json.dumps(config.model_dump(mode="json"), sort_keys=True)
 
 
@@ -136,17 +138,17 @@ def pick_candidates(
     """The best `k` distinct predicted variants `backend` can run (the baseline's knobs excluded:
     it is measured anyway), and a line per front variant passed over because it cannot run."""
     ctx = spec.context()
-    seen, chosen, passed = {_key(baseline)}, list[ConfirmedVariant](), list[str]()
+    seen, chosen, passed = {config_key(baseline)}, list[ConfirmedVariant](), list[str]()
     for rank, r in enumerate(ranked_by_capacity(records, spec.sla), start=1):
         if len(chosen) == k:
             break
         assert r.config is not None
-        if _key(r.config) in seen:
+        if config_key(r.config) in seen:
             continue
         if why := _refusal(backend, r.config, ctx):
             passed.append(f"trial {r.number} (rank {rank}): {why}")
             continue
-        seen.add(_key(r.config))
+        seen.add(config_key(r.config))
         chosen.append(ConfirmedVariant(role="candidate", predicted_rank=rank,
                                        screen_trial=r.number, config=r.config))  # fmt: skip
     return chosen, passed

@@ -9,7 +9,6 @@ finished and measures only the variants the journal lacks.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tuner import catalog
 from tuner.errors import InputError
-from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
+from tuner.run.confirm import ConfirmedVariant, ConfirmOptions, config_key
 from tuner.run.spec import RUN_FILE, RunSpec
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "SCREEN_DIR",
     "ScreenedRun",
     "append_measured",
-    "config_key",
     "load_screened_run",
     "read_measured",
     "restore_measured",
@@ -46,11 +44,6 @@ class ScreenedRun(BaseModel):
 
     spec: RunSpec
     options: ConfirmOptions
-
-
-def config_key(variant: ConfirmedVariant) -> str:
-    """The variant's knobs as one canonical string (how a resume finds what was measured)."""
-    return json.dumps(variant.config.model_dump(mode="json"), sort_keys=True)
 
 
 def write_screened_run(run_dir: Path, spec: RunSpec, options: ConfirmOptions) -> None:
@@ -99,7 +92,7 @@ def read_measured(run_dir: Path) -> dict[str, ConfirmedVariant]:
                 break
             raise InputError(f"{file}:{number}: not a measured variant ({exc.errors()[0]['msg']})"
                              ) from None  # fmt: skip
-        done[config_key(variant)] = variant
+        done[config_key(variant.config)] = variant
     return done
 
 
@@ -114,14 +107,14 @@ def restore_measured(
     measured evidence is never dropped."""
     out = []
     for v in variants:
-        old = done.get(config_key(v))
+        old = done.get(config_key(v.config))
         if old is None:
             out.append(v)
             continue
         keep = {"role": v.role, "predicted_rank": v.predicted_rank,
                 "screen_trial": v.screen_trial, "restored": True}  # fmt: skip
         out.append(old.model_copy(update=keep))
-    picked = {config_key(v) for v in variants}
+    picked = {config_key(v.config) for v in variants}
     for key, old in done.items():
         if key not in picked:
             rank = old.predicted_rank
