@@ -90,14 +90,11 @@ def acceptance_per_position(
     draft counts as reaching the positions it did not propose (a slight under-estimate).
     """
     counts: dict[int, float] = {}
-    for sample in after:
-        if sample.name in (_PER_POS, f"{_PER_POS}_total") and "position" in sample.labels:
-            pos = int(sample.labels["position"])
-            counts[pos] = counts.get(pos, 0.0) + sample.value
-    for sample in before:
-        if sample.name in (_PER_POS, f"{_PER_POS}_total") and "position" in sample.labels:
-            pos = int(sample.labels["position"])
-            counts[pos] = counts.get(pos, 0.0) - sample.value
+    for samples, sign in ((after, 1.0), (before, -1.0)):
+        for s in samples:
+            if s.name in (_PER_POS, f"{_PER_POS}_total") and "position" in s.labels:
+                pos = int(s.labels["position"])
+                counts[pos] = counts.get(pos, 0.0) + sign * s.value
     curve, reached = [], drafts
     for pos in range(len(counts)):
         if pos not in counts:

@@ -97,23 +97,17 @@ def load_resumed(
 ) -> tuple[RunSpec, ConfirmOptions | None]:
     """The spec of the run folder to resume, and its screen options if it is a screened run."""
     screened = load_screened_run(run_dir)
-    if screened is None:
-        resumed_options(run_dir, None, given)  # refuses screen flags on an unscreened run
-        return load_run_spec(run_dir), None
-    return screened.spec, resumed_options(run_dir, screened.options, given)
+    if screened is not None:
+        return screened.spec, resumed_options(screened.options, given)
+    if given is not None:
+        flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given.model_fields_set))
+        raise InputError(f"{flags}: {run_dir} is not a screened run (--screen sim); "
+                         "these flags only change a screened run on --resume")  # fmt: skip
+    return load_run_spec(run_dir), None
 
 
-def resumed_options(
-    run_dir: Path, saved: ConfirmOptions | None, given: ConfirmOptions | None
-) -> ConfirmOptions | None:
-    """A resumed run's screen options: the saved ones with the flags given now on top (None
-    for a run folder that is not a screened run, which takes none of them)."""
-    if saved is None:
-        if given is not None:
-            flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given.model_fields_set))
-            raise InputError(f"{flags}: {run_dir} is not a screened run (--screen sim); "
-                             "these flags only change a screened run on --resume")  # fmt: skip
-        return None
+def resumed_options(saved: ConfirmOptions, given: ConfirmOptions | None) -> ConfirmOptions:
+    """A resumed screened run's options: the saved ones with the flags given now on top."""
     if given is None:
         return saved
     return saved.model_copy(update={k: getattr(given, k) for k in given.model_fields_set})

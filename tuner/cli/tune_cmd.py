@@ -60,7 +60,7 @@ from tuner.cli.tune_summary import print_capacity_summary, speculation_line
 from tuner.detect import MEASURING_BACKENDS, local_device_count, local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.confirm import ConfirmOptions
-from tuner.run.confirm_run import screen_of
+from tuner.run.confirm_journal import screen_of
 from tuner.run.folder import claim_run_dir, write_exports
 from tuner.run.spec import (
     DEFAULT_NUM_GPUS,

@@ -99,12 +99,17 @@ class Band(BaseModel):
         """The operating point's band rule in words."""
         return f"keeps the SLA with the +{self.ttft:.0%} TTFT / +{self.tpot:.0%} TPOT band"
 
-    def text(self) -> str:
-        """One line naming the source and, when widened, why."""
-        line = f"band: {_SOURCES[self.source]}"
+    @property
+    def description(self) -> str:
+        """Where the band comes from and, when widened, why."""
+        line = _SOURCES[self.source]
         if self.widening > 1:
             line += f", {self.widening:.1f}x widened: {'; '.join(self.outside)}"
         return line
+
+    def text(self) -> str:
+        """One line naming the source and, when widened, why."""
+        return f"band: {self.description}"
 
 
 class GridPoint(NamedTuple):
@@ -174,5 +179,4 @@ def band_columns(band: Band | None) -> dict[str, float | str]:
         empty: dict[str, float | str] = {f"{q}_band_pct": "" for q in QUANTITIES}
         return empty | {"band_widening": "", "band_source": ""}
     pct = {f"{q}_band_pct": round(100 * getattr(band, q), 1) for q in QUANTITIES}
-    source = band.text().removeprefix("band: ")
-    return pct | {"band_widening": round(band.widening, 3), "band_source": source}
+    return pct | {"band_widening": round(band.widening, 3), "band_source": band.description}

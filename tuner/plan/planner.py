@@ -81,7 +81,7 @@ def size_option(
     # The band is |measured / predicted - 1| at p90: sized for the low edge, a fleet still holds.
     low_edge = choice.capacity_rps * (1.0 - min(band.throughput, _MAX_BAND))
     return Option(
-        capacity_band=band.throughput, band_source=band.text().removeprefix("band: "),
+        capacity_band=band.throughput, band_source=band.description,
         replicas_at_band=sizing.replicas_needed(target, low_edge, req.headroom),
         gpu=gpu.name, tp=tp, config=choice.config, capacity_rps_per_replica=choice.capacity_rps,
         target_rps=target, replicas=replicas, gpus=gpus, utilisation=load,

@@ -29,6 +29,7 @@ __all__ = [
     "load_screened_run",
     "read_measured",
     "restore_measured",
+    "screen_of",
     "write_screened_run",
 ]
 
@@ -55,11 +56,19 @@ def write_screened_run(run_dir: Path, spec: RunSpec, options: ConfirmOptions) ->
     )
 
 
+def screen_of(run_dir: Path) -> Path | None:
+    """The simulator screen inside a `--screen` run folder; None for any other folder."""
+    screen = run_dir / SCREEN_DIR
+    if not (run_dir / RUN_FILE).exists() and (screen / RUN_FILE).is_file():
+        return screen
+    return None
+
+
 def load_screened_run(run_dir: Path) -> ScreenedRun | None:
     """The screened run recorded in `run_dir` (None when it is not a screened run folder)."""
     file = run_dir / SCREENED_RUN_FILE
     if not file.is_file():
-        if (run_dir / SCREEN_DIR / RUN_FILE).is_file() and not (run_dir / RUN_FILE).exists():
+        if screen_of(run_dir) is not None:
             raise InputError(f"{run_dir} is a --screen run written before screened runs recorded "
                              f"their inputs ({SCREENED_RUN_FILE}): it cannot be resumed; "
                              f"`tuner report {run_dir}` rebuilds its screen")  # fmt: skip

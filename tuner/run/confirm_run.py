@@ -31,6 +31,7 @@ from tuner.run.confirm_journal import (
     append_measured,
     read_measured,
     restore_measured,
+    screen_of,
     write_screened_run,
 )
 from tuner.run.confirm_out import (
@@ -84,14 +85,6 @@ def gain_text(outcome: ConfirmOutcome) -> str:
     if outcome.recommended is outcome.baseline:
         return "+0% capacity over the engine defaults: the defaults measured best"
     return f"{outcome.gain:+.0%} capacity over the engine defaults"
-
-
-def screen_of(run_dir: Path) -> Path | None:
-    """The simulator screen inside a `--screen` run folder; None for any other folder."""
-    screen = run_dir / SCREEN_DIR
-    if not (run_dir / RUN_FILE).exists() and (screen / RUN_FILE).is_file():
-        return screen
-    return None
 
 
 def check_confirm_run(spec: RunSpec, run_dir: Path, *, resume: bool = False) -> None:
