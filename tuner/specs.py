@@ -21,6 +21,7 @@ from tuner.knobs.models import (
     Strict as _Strict,
 )
 from tuner.metrics import Metrics, Percentiles
+from tuner.model_spec import ModelSpec
 
 __all__ = [
     "DEFAULT_ACCEPTANCE",
@@ -63,6 +64,8 @@ class Architecture(str, Enum):
     ada = "ada"
     hopper = "hopper"
     blackwell = "blackwell"
+    cdna3 = "cdna3"  # AMD Instinct MI300X / MI325X
+    cdna4 = "cdna4"  # AMD Instinct MI350X / MI355X
     cpu = "cpu"  # a host CPU measured by `tuner.detect_cpu`, not a datasheet GPU
 
 
@@ -75,6 +78,9 @@ _WEIGHT_BITS: dict[Quantization, int] = {
     Quantization.int8_wo: 8,
     Quantization.int4_awq: 4,
     Quantization.int4_gptq: 4,
+    Quantization.fp8_block: 8,
+    Quantization.nvfp4: 4,
+    Quantization.mxfp4: 4,
 }
 
 
@@ -100,8 +106,16 @@ class GPUProfile(_Strict):
     fp8_tflops: float = Field(ge=0, description="Dense FP8 tensor TFLOPS; 0 = unsupported")
     int8_tops: float = Field(ge=0, description="Dense INT8 tensor TOPS")
     int4_tops: float = Field(ge=0, description="Dense INT4 tensor TOPS; 0 = unsupported")
+    fp4_tflops: float = Field(
+        default=0.0, ge=0, description="Dense FP4 (NVFP4/MXFP4) tensor TFLOPS; 0 = unsupported"
+    )
     l2_mib: float = Field(gt=0)
-    nvlink_gbps: float = Field(ge=0, description="NVLink bandwidth per GPU (GB/s, total); 0 = none")
+    nvlink_gbps: float = Field(
+        ge=0, description="Scale-up link per GPU (NVLink / Infinity Fabric), GB/s total; 0 = none"
+    )
+    nvlink_domain: int = Field(
+        default=8, ge=1, description="GPUs one scale-up link domain joins (8 HGX, 72 NVL72)"
+    )
     pcie_gbps: float = Field(gt=0, description="PCIe bandwidth per direction, GB/s")
     tdp_w: float = Field(ge=0, description="Board power, W; 0 = unknown (no energy estimate)")
     source: str = Field(min_length=8, description="Datasheet URL")
@@ -115,6 +129,16 @@ class GPUProfile(_Strict):
         return self.fp8_tflops > 0
 
     @property
+    def supports_fp4(self) -> bool:
+        """Whether FP4 tensor-core math exists (Blackwell, CDNA4)."""
+        return self.fp4_tflops > 0
+
+    @property
+    def vendor(self) -> str:
+        """Who makes it: decides the engine build (CUDA or ROCm) and FP8 naming."""
+        return "amd" if self.architecture in (Architecture.cdna3, Architecture.cdna4) else "nvidia"
+
+    @property
     def memory_bytes(self) -> float:
         """Device memory in bytes."""
         return self.memory_gib * 1024**3
@@ -123,120 +147,6 @@ class GPUProfile(_Strict):
     def interconnect_gbps(self) -> float:
         """Bandwidth available to tensor-parallel collectives: NVLink when present, else PCIe."""
         return self.nvlink_gbps if self.nvlink_gbps > 0 else self.pcie_gbps
-
-
-# ----------------------------------------------------------------------------- model
-
-
-class ModelSpec(_Strict):
-    """Architecture numbers of a decoder-only transformer, as in its HF config.json."""
-
-    name: str
-    hf_id: str | None = Field(default=None, description="Hugging Face repository id")
-    family: str = Field(default="llama", description="model_type of the HF config")
-    hidden_size: int = Field(gt=0)
-    num_layers: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int | None = Field(default=None, gt=0, description="Defaults to hidden/heads")
-    intermediate_size: int = Field(gt=0, description="Dense MLP width (per expert for MoE)")
-    vocab_size: int = Field(gt=0)
-    num_experts: int = Field(default=0, ge=0, description="0 = dense model")
-    num_experts_per_tok: int = Field(default=0, ge=0)
-    tie_word_embeddings: bool = False
-    attention_bias: bool = Field(default=False, description="q/k/v projections carry a bias")
-    sliding_window: int | None = Field(default=None, gt=0)
-    max_context: int = Field(gt=0, description="max_position_embeddings")
-    rope_theta: float = Field(default=10000.0, gt=0, description="RoPE base frequency")
-    rms_norm_eps: float = Field(default=1e-5, gt=0)
-    published_params_b: float | None = Field(
-        default=None, gt=0, description="Parameter count the publisher states, billions"
-    )
-
-    @model_validator(mode="after")
-    def _check_heads(self) -> ModelSpec:
-        if self.num_attention_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_attention_heads={self.num_attention_heads} is not a multiple of "
-                f"num_kv_heads={self.num_kv_heads}"
-            )
-        if self.num_experts and not 0 < self.num_experts_per_tok <= self.num_experts:
-            raise ValueError(
-                f"num_experts_per_tok={self.num_experts_per_tok} must be in 1..num_experts="
-                f"{self.num_experts}"
-            )
-        if not self.num_experts and self.num_experts_per_tok:
-            raise ValueError("num_experts_per_tok is set but num_experts is 0 (dense model)")
-        return self
-
-    @property
-    def head_dim_(self) -> int:
-        """Per-head dimension (explicit or hidden_size / heads)."""
-        return self.head_dim or self.hidden_size // self.num_attention_heads
-
-    @property
-    def is_moe(self) -> bool:
-        """Whether the MLP is a mixture of experts."""
-        return self.num_experts > 1
-
-    @property
-    def attention_params_per_layer(self) -> int:
-        """Parameters of q, k, v, o projections in one layer (plus q/k/v bias)."""
-        d, hd = self.hidden_size, self.head_dim_
-        q = self.num_attention_heads * hd
-        kv = self.num_kv_heads * hd
-        bias = (q + 2 * kv) if self.attention_bias else 0
-        return d * q + 2 * d * kv + q * d + bias
-
-    @property
-    def mlp_params_per_expert(self) -> int:
-        """Parameters of one gated (SwiGLU/GeGLU) MLP: gate, up, down."""
-        return 3 * self.hidden_size * self.intermediate_size
-
-    @property
-    def mlp_params_per_layer(self) -> int:
-        """All MLP parameters of one layer (every expert plus the router)."""
-        if self.is_moe:
-            router = self.hidden_size * self.num_experts
-            return self.num_experts * self.mlp_params_per_expert + router
-        return self.mlp_params_per_expert
-
-    @property
-    def active_mlp_params_per_layer(self) -> int:
-        """MLP parameters one token touches in one layer."""
-        if self.is_moe:
-            return (
-                self.num_experts_per_tok * self.mlp_params_per_expert
-                + self.hidden_size * self.num_experts
-            )
-        return self.mlp_params_per_expert
-
-    @property
-    def embedding_params(self) -> int:
-        """Input embedding plus LM head (once if tied)."""
-        emb = self.vocab_size * self.hidden_size
-        return emb if self.tie_word_embeddings else 2 * emb
-
-    @property
-    def norm_params(self) -> int:
-        """RMSNorm weights: two per layer plus the final norm."""
-        return (2 * self.num_layers + 1) * self.hidden_size
-
-    @property
-    def num_params(self) -> int:
-        """Total parameter count."""
-        per_layer = self.attention_params_per_layer + self.mlp_params_per_layer
-        return self.num_layers * per_layer + self.embedding_params + self.norm_params
-
-    @property
-    def num_active_params(self) -> int:
-        """Parameters touched per token (differs from num_params only for MoE)."""
-        per_layer = self.attention_params_per_layer + self.active_mlp_params_per_layer
-        return self.num_layers * per_layer + self.embedding_params + self.norm_params
-
-    def kv_elements_per_token(self) -> int:
-        """K and V elements stored per token over all layers: 2 x layers x KV heads x head_dim."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim_
 
 
 # ----------------------------------------------------------------------------- SLA

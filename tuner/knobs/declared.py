@@ -24,6 +24,18 @@ class Quantization(str, Enum):
     int8_wo = "int8-wo"  # w8a16, weight-only per-channel
     int4_awq = "int4-awq"  # w4a16, group 128
     int4_gptq = "int4-gptq"  # w4a16, group 128
+    fp8_block = "fp8-block"  # w8a8 fp8, 128x128 weight blocks (DeepSeek-V3, Qwen3-FP8 ship it)
+    nvfp4 = "nvfp4"  # w4a4 e2m1, fp8 scale per 16 weights (Blackwell tensor cores)
+    mxfp4 = "mxfp4"  # e2m1, e8m0 scale per 32 weights (OCP MX; gpt-oss experts ship it)
+
+    @classmethod
+    def _missing_(cls, value: object) -> Quantization | None:
+        # Engines and AIConfigurator spell these with underscores (fp8_block, int4_awq).
+        if isinstance(value, str) and "_" in value:
+            return cls.__members__.get(value) or cls._value2member_map_.get(  # type: ignore[return-value]
+                value.replace("_", "-")
+            )
+        return None
 
 
 class KVDtype(str, Enum):
