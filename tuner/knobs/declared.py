@@ -55,11 +55,14 @@ register(
         "--quant",
         "quant",
         footprint=(
+            Quantization.nvfp4,
+            Quantization.mxfp4,
             Quantization.int4_awq,
             Quantization.int4_gptq,
             Quantization.int8_wo,
             Quantization.int8,
             Quantization.fp8,
+            Quantization.fp8_block,
             Quantization.bf16,
             Quantization.fp16,
         ),
@@ -91,6 +94,31 @@ register(
         ge=1,
         space_default=(1,),
         power_of_two=True,
+    )
+)
+register(
+    Knob(
+        "data_parallel_size",
+        int,
+        1,
+        "Attention data-parallel ranks (MoE: DP-attention; GPUs = TP x DP)",
+        "--dp",
+        "dp",
+        unit="ranks",
+        ge=1,
+        space_default=(1,),
+        power_of_two=True,
+    )
+)
+register(
+    Knob(
+        "expert_parallel",
+        bool,
+        False,
+        "Expert parallelism: experts split over the TP x DP GPUs, tokens all-to-all",
+        "--expert-parallel",
+        "ep",
+        space_default=(False,),
     )
 )
 register(
