@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RULES", "Rule", "allowed_values", "config_reason", "invalid_reason"]
 
+# Weight block of block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8: 128 x 128).
+FP8_BLOCK = 128
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -57,8 +60,39 @@ def config_reason(c: Any) -> str | None:
 
 def _fp8_weights(c: Any, ctx: Context) -> str | None:
     # Without FP8 tensor cores fp8 only shrinks bytes (weight-only), which int8-wo already covers.
-    if c.quantization is Quantization.fp8 and not ctx.gpu.supports_fp8:
-        return f"fp8 weights need FP8 tensor cores; {ctx.gpu.name} has none (use int8-wo)"
+    fp8 = (Quantization.fp8, Quantization.fp8_block)
+    if c.quantization in fp8 and not ctx.gpu.supports_fp8:
+        return (
+            f"{c.quantization.value} weights need FP8 tensor cores; {ctx.gpu.name} has none "
+            "(use int8-wo)"
+        )
+    return None
+
+
+def _nvfp4_vendor(c: Any, ctx: Context) -> str | None:
+    # NVFP4 kernels (CUTLASS/FlashInfer, and vLLM's FP4 Marlin emulation) are CUDA-only; ROCm
+    # engines run the OCP format instead.
+    if c.quantization is Quantization.nvfp4 and ctx.gpu.vendor != "nvidia":
+        return f"nvfp4 runs on NVIDIA GPUs only; {ctx.gpu.name} is AMD (use mxfp4 or fp8)"
+    return None
+
+
+def _block_shards(c: Any, ctx: Context) -> str | None:
+    # Block-scaled FP8 shards whole 128-wide blocks: vLLM refuses a TP shard of an MLP or expert
+    # whose width is not a multiple of the block (Fp8LinearMethod / Fp8MoEMethod checks).
+    if c.quantization is not Quantization.fp8_block:
+        return None
+    m, tp = ctx.model, c.tensor_parallel_size
+    widths = [(m.intermediate_size, tp)] if m.num_dense_layers else []
+    if m.is_moe:
+        experts_over = 1 if c.expert_parallel else tp * c.data_parallel_size
+        widths.append((m.expert_intermediate_size, experts_over))
+    for width, parts in widths:
+        if width % parts or (width // parts) % FP8_BLOCK:
+            return (
+                f"fp8-block needs each shard of the {width}-wide MLP to be a multiple of "
+                f"{FP8_BLOCK}; {parts} shards give {width / parts:g}"
+            )
     return None
 
 
@@ -77,6 +111,42 @@ def _int8_math(c: Any, ctx: Context) -> str | None:
 def _tp_beyond_gpus(c: Any, ctx: Context) -> str | None:
     if c.tensor_parallel_size > ctx.num_gpus:
         return f"tensor_parallel_size={c.tensor_parallel_size} > {ctx.num_gpus} GPUs available"
+    return None
+
+
+def _replica_beyond_gpus(c: Any, ctx: Context) -> str | None:
+    gpus = c.tensor_parallel_size * c.data_parallel_size
+    if gpus > ctx.num_gpus:
+        return (
+            f"tensor_parallel_size={c.tensor_parallel_size} x data_parallel_size="
+            f"{c.data_parallel_size} = {gpus} GPUs > {ctx.num_gpus} GPUs available"
+        )
+    return None
+
+
+def _dp_needs_moe(c: Any, ctx: Context) -> str | None:
+    # Attention DP pays off when ranks share MoE layers; for a dense model DP ranks are plain
+    # replicas, which `tuner plan` sizes.
+    if c.data_parallel_size > 1 and not ctx.model.is_moe:
+        return (
+            f"data_parallel_size={c.data_parallel_size} (DP attention) needs a MoE model; "
+            f"{ctx.model.name} is dense (tuner plan sizes its replicas)"
+        )
+    return None
+
+
+def _ep_needs_moe(c: Any, ctx: Context) -> str | None:
+    if c.expert_parallel and not ctx.model.is_moe:
+        return f"expert_parallel needs a MoE model; {ctx.model.name} is dense"
+    return None
+
+
+def _ep_splits_experts(c: Any, ctx: Context) -> str | None:
+    # Every GPU holds the same number of whole experts (vLLM's and SGLang's default placement).
+    ep = c.tensor_parallel_size * c.data_parallel_size
+    experts = ctx.model.num_experts
+    if c.expert_parallel and ctx.model.is_moe and experts % ep:
+        return f"expert parallel size {ep} (TP x DP) does not divide {experts} experts"
     return None
 
 
@@ -111,7 +181,16 @@ RULES: tuple[Rule, ...] = (
     Rule(("quantization",), _fp8_weights),
     Rule(("kv_dtype",), _fp8_kv),
     Rule(("quantization",), _int8_math),
+    Rule(("quantization",), _nvfp4_vendor),
     Rule(("tensor_parallel_size",), _tp_beyond_gpus),
+    Rule(("tensor_parallel_size", "data_parallel_size"), _replica_beyond_gpus),
+    Rule(("data_parallel_size",), _dp_needs_moe),
+    Rule(("expert_parallel",), _ep_needs_moe),
+    Rule(("expert_parallel", "tensor_parallel_size", "data_parallel_size"), _ep_splits_experts),
+    Rule(
+        ("quantization", "tensor_parallel_size", "data_parallel_size", "expert_parallel"),
+        _block_shards,
+    ),
     Rule(("tensor_parallel_size",), _tp_splits_heads),
     Rule(("max_num_batched_tokens", "max_num_seqs"), _budget_below_seqs),
     Rule(("enable_chunked_prefill", "max_num_batched_tokens"), _unchunked_prompt_too_long),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
+from tuner.perf.memory import replica_gpus
 from tuner.specs import Context, EngineConfig, Metrics
 from tuner.validity import invalid_reason
 
@@ -13,7 +14,7 @@ __all__ = ["CheckedBackend", "no_capacity"]
 
 def no_capacity(config: EngineConfig, mode: LoadMode) -> Capacity:
     """The capacity of a variant that could not run (no load probed)."""
-    return Capacity(mode=mode, tensor_parallel_size=config.tensor_parallel_size)
+    return Capacity(mode=mode, tensor_parallel_size=replica_gpus(config))
 
 
 class CheckedBackend(ABC):

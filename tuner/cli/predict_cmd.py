@@ -34,6 +34,7 @@ from tuner.cli.options import (
 from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
+from tuner.perf.memory import replica_gpus
 from tuner.perf.predict import NGRAM
 from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, Workload
 from tuner.validity import invalid_reason
@@ -144,7 +145,7 @@ def build_request(
         gpu=catalog.load_gpu(gpu),
         sla=catalog.load_sla(sla),
         workload=workload,
-        num_gpus=config.tensor_parallel_size,
+        num_gpus=replica_gpus(config),
         draft=draft,
     )
     if reason := invalid_reason(config, ctx):
@@ -252,7 +253,7 @@ def predict(
         return
     # A measuring backend ran on a real device, which need not be the GPU profile named.
     where = (
-        f"{config.tensor_parallel_size}x {ctx.gpu.name}"
+        f"{replica_gpus(config)}x {ctx.gpu.name}"
         if backend == "sim"
         else str(metrics.extra.get("device", "?"))
     )

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.perf.bands import Band, band_for, grid_point, meets_banded
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
+from tuner.perf.memory import replica_gpus
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
 
@@ -68,7 +69,7 @@ class Capacity(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: LoadMode
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = 1  # GPUs of one replica (TP x DP)
     headroom: float = CAPACITY_HEADROOM
     points: list[LoadPoint] = Field(default_factory=list, description="Every probe, by load")
     probes: int = 0
@@ -325,7 +326,7 @@ def measured_capacity(
 
     low = FIRST_PROBE_RPS if mode == "rate" else 1.0
     cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
-                                tensor_parallel_size=config.tensor_parallel_size)  # fmt: skip
+                                tensor_parallel_size=replica_gpus(config))  # fmt: skip
     top = cap.at_sla
     return cap, failed or runs[top.load if top else min(runs)]
 
@@ -346,7 +347,7 @@ def sim_capacity(
     """
     eff = resolve_efficiency(eff, ctx.gpu)
     wl = ctx.workload
-    tp = config.tensor_parallel_size
+    tp = replica_gpus(config)  # GPUs of the replica: per-GPU rates divide by it
     # Saturation: every measured request's user starts at once, no warm-up (an offline burst).
     burst = workload_at(wl, "users", wl.measured_requests).model_copy(
         update={"warmup_requests": 0, "ramp_s": 0.0}

@@ -5,13 +5,22 @@ one after another, so their times add:
 
   step = fixed overhead (host + per-layer small kernels)
        + dense GEMMs (attention projections, dense MLP)      weights in their stored dtype
-       + MoE experts (only the experts the batch touches)    E * (1 - (1 - k/E)^tokens)
+       + MoE experts (only the experts the batch touches)    see tuner/perf/moe.py
        + LM head (only for tokens that are sampled)
        + attention: decode reads each sequence's KV once; prefill is causal FLOPs
-       + 2 all-reduces per layer when TP > 1 (ring: 2 (tp-1)/tp * bytes / link + latency)
+       + all-reduces when TP > 1 (ring: 2 (tp-1)/tp * bytes / link + latency): after attention
+         in every layer, after the MLP of dense layers and of TP-sharded MoE layers
 
-Not modelled: sliding-window attention (full context is charged: conservative), pipeline
-parallelism, and CPU offload.
+Attention data parallelism (DP ranks of a TP x DP replica): the scheduler sees the replica as
+one engine with DP times the limits; rank-local work (dense GEMMs, decode attention, sampling,
+all-reduces) runs on the busiest rank's share of the step's tokens, while the MoE layers see
+them all. Decodes spread evenly; each prefill chunk's attention is charged in full (a chunk
+runs on one rank). MLA (DeepSeek-V3): prefill attention decompresses the
+latent (q/k width nope + rope, v width v_head_dim); decode attention runs on the latent
+(absorbed projections: per head and cached token, latent + rope MACs for QK and latent MACs for
+PV), reading the replicated latent once. Sliding-window layers read at most the window.
+
+Not modelled: pipeline parallelism, uneven expert routing beyond binomial spread, CPU offload.
 """
 
 from __future__ import annotations
@@ -20,7 +29,14 @@ import math
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
-from tuner.perf.memory import config_kv_bytes_per_token, kv_heads_per_gpu
+from tuner.perf.memory import (
+    config_kv_bytes_per_token,
+    dense_params_per_gpu,
+    kv_heads_per_gpu,
+    kv_layers_cached,
+    replica_shape,
+)
+from tuner.perf.moe import MoECost, expected_experts_touched
 from tuner.perf.precision import ACTIVATION_BYTES, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
@@ -34,13 +50,6 @@ FLOPS_PER_MAC = 2.0
 ATTENTION_MATMULS = 2.0
 
 
-def expected_experts_touched(num_experts: int, experts_per_token: int, tokens: float) -> float:
-    """Expected distinct experts a batch of `tokens` routes to (uniform routing)."""
-    if tokens <= 0:
-        return 0.0
-    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
-
-
 def _roofline_s(flops: float, flops_per_s: float, nbytes: float, bytes_per_s: float) -> float:
     return max(flops / flops_per_s, nbytes / bytes_per_s)
 
@@ -52,9 +61,6 @@ class StepCostModel:
     fixed_s: float  # host overhead + per-layer small kernels
     dense_params: float  # dense GEMM parameters per shard (all layers)
     dense_io_per_token: float  # activation bytes in/out of the dense GEMMs per token
-    expert_params: float  # one expert's parameters per shard (all layers); 0 for dense
-    num_experts: int
-    experts_per_token: int
     lm_head_params: float
     bytes_per_param: float
     gemm_flops_per_s: float  # achievable, dequant slowdown included
@@ -71,23 +77,41 @@ class StepCostModel:
     allreduce_bytes_per_s: float  # ring bus bandwidth: link x fraction x tp / (2 (tp - 1))
     kernel_path: str
     seq_overhead_s: float = 0.0  # host work per sampled position per step (sampling, output)
+    moe: MoECost | None = None  # routed experts; None for dense models
+    dp: int = 1  # attention data-parallel ranks the step's tokens spread over
+    decode_attn_flops_per_ctx: float = 0.0  # per query and cached token; 0 = attn_flops_per_ctx
+
+    @property
+    def num_experts(self) -> int:
+        """Routed experts (0 for a dense model)."""
+        return self.moe.num_experts if self.moe else 0
+
+    @property
+    def experts_per_token(self) -> int:
+        """Routed experts per token (0 for a dense model)."""
+        return self.moe.experts_per_token if self.moe else 0
+
+    @property
+    def expert_params(self) -> float:
+        """One routed expert's parameters on one GPU, all layers (0 for a dense model)."""
+        return self.moe.expert_params / self.moe.gpus if self.moe else 0.0
 
     def gemm_s(self, num_tokens: float, num_logits: float) -> float:
-        """GEMMs + all-reduces of a step pushing `num_tokens` through, sampling `num_logits`."""
+        """GEMMs + collectives of a step pushing `num_tokens` through, sampling `num_logits`."""
+        total = num_tokens
+        if self.dp > 1:
+            # The busiest rank sets the pace: a lone prefill runs on one rank, a decode batch
+            # spreads over up to DP ranks (one sampled position per sequence).
+            ranks = min(float(self.dp), max(1.0, num_logits))
+            num_tokens, num_logits = num_tokens / ranks, num_logits / ranks
         # Memory side: stored weights at the weight kernels' rate plus activations in and out.
         t = max(
             FLOPS_PER_MAC * num_tokens * self.dense_params / self.gemm_flops_per_s,
             self.dense_params * self.bytes_per_param / self.weight_bytes_per_s
             + num_tokens * self.dense_io_per_token / self.act_bytes_per_s,
         )
-        if self.num_experts:
-            touched = expected_experts_touched(self.num_experts, self.experts_per_token, num_tokens)
-            t += _roofline_s(
-                FLOPS_PER_MAC * num_tokens * self.experts_per_token * self.expert_params,
-                self.gemm_flops_per_s,
-                touched * self.expert_params * self.bytes_per_param,
-                self.weight_bytes_per_s,
-            )
+        if self.moe is not None:
+            t += self.moe.time_s(total)
         if num_logits > 0:
             t += num_logits * self.seq_overhead_s
             t += _roofline_s(
@@ -105,10 +129,11 @@ class StepCostModel:
 
     def decode_attn_s_per_ctx(self, queries_per_seq: float = 1.0) -> float:
         """Attention seconds per context token of a decoding sequence (KV read once per step)."""
+        flops = self.decode_attn_flops_per_ctx or self.attn_flops_per_ctx
         return max(
-            queries_per_seq * self.attn_flops_per_ctx / self.attn_flops_per_s,
+            queries_per_seq * flops / self.attn_flops_per_s,
             self.kv_bytes_per_ctx / self.kv_bytes_per_s,
-        )
+        ) / self.dp
 
     def prefill_attn_s(self, chunk: float, ctx_before: float) -> float:
         """Causal attention of a `chunk`-token prefill chunk after `ctx_before` cached tokens."""
@@ -145,11 +170,59 @@ def _dense_io_per_token(model: ModelSpec, tp: int) -> float:
     """Activation elements read + written by the dense GEMMs of all layers, per token."""
     d, hd = model.hidden_size, model.head_dim_
     q = model.num_attention_heads * hd / tp
-    kv = kv_heads_per_gpu(model, tp) * hd
+    kv = model.mla_latent_dim if model.uses_mla else kv_heads_per_gpu(model, tp) * hd
     qkv = d + q + 2 * kv
     o = q + d
-    mlp = 0.0 if model.is_moe else d + 3 * model.intermediate_size / tp + d
-    return model.num_layers * (qkv + o + mlp) * ACTIVATION_BYTES
+    mlp = model.num_dense_layers * (d + 3 * model.intermediate_size / tp + d)
+    return (model.num_layers * (qkv + o) + mlp) * ACTIVATION_BYTES
+
+
+def _link_bytes_per_s(gpu: GPUProfile, gpus: int, eff: Efficiency) -> float:
+    """Achievable per-direction bandwidth between `gpus` GPUs: the scale-up link inside its
+    domain (NVLink figures are bidirectional totals), else the PCIe-attached NIC."""
+    if gpu.nvlink_gbps > 0 and gpus <= gpu.nvlink_domain:
+        link = gpu.nvlink_gbps / 2.0
+    else:
+        link = gpu.pcie_gbps
+    return link * GIGA * eff.interconnect_fraction
+
+
+def _attention_flops(model: ModelSpec, tp: int) -> tuple[float, float]:
+    """(prefill, decode) attention FLOPs per query token and cached token, all layers, a shard."""
+    heads = model.num_attention_heads / tp
+    layers = model.num_layers
+    if model.uses_mla:
+        prefill = FLOPS_PER_MAC * heads * (model.head_dim_ + (model.v_head_dim or 0)) * layers
+        latent = model.kv_lora_rank or 0
+        decode = FLOPS_PER_MAC * heads * (model.mla_latent_dim + latent) * layers
+        return prefill, decode
+    full = ATTENTION_MATMULS * FLOPS_PER_MAC * heads * model.head_dim_
+    return full * kv_layers_cached(model, None), 0.0
+
+
+def _moe_cost(
+    model: ModelSpec, gpu: GPUProfile, config: EngineConfig, eff: Efficiency, rates: tuple
+) -> MoECost | None:
+    """Routed-expert coefficients of `config`'s replica, or None for a dense model."""
+    if not model.is_moe:
+        return None
+    tp, dp = replica_shape(config)
+    bytes_per_param, gemm_rate, weight_rate = rates
+    return MoECost(
+        num_experts=model.num_experts,
+        experts_per_token=model.num_experts_per_tok,
+        expert_params=model.num_moe_layers * model.mlp_params_per_expert,
+        gpus=tp * dp,
+        expert_parallel=bool(config.expert_parallel),
+        data_parallel=dp,
+        moe_layers=model.num_moe_layers,
+        bytes_per_param=bytes_per_param,
+        gemm_flops_per_s=gemm_rate,
+        weight_bytes_per_s=weight_rate,
+        token_bytes=model.hidden_size * ACTIVATION_BYTES,
+        link_bytes_per_s=_link_bytes_per_s(gpu, tp * dp, eff),
+        exchange_latency_s=eff.allreduce_latency_s,
+    )
 
 
 def step_cost_model(
@@ -158,21 +231,15 @@ def step_cost_model(
     config: EngineConfig,
     eff: Efficiency | None = None,
     quantization: Quantization | None = None,
+    context: float | None = None,
 ) -> StepCostModel:
-    """Coefficients of the step-time roofline for `model` under `config` on one shard of `gpu`."""
+    """Coefficients of the step-time roofline for `model` under `config` on one GPU of `gpu`
+    (`context`: typical cached tokens per sequence, for sliding-window layers)."""
     eff = resolve_efficiency(eff, gpu)
-    tp = config.tensor_parallel_size
+    tp, dp = replica_shape(config)
     quant = quantization or config.quantization
     prec = precision_for(quant, gpu, model.hidden_size)
-    d, hd, layers = model.hidden_size, model.head_dim_, model.num_layers
-    kv_out = kv_heads_per_gpu(model, tp) * hd
-    attn_params = 2 * d * model.num_attention_heads * hd / tp + 2 * d * kv_out
-    if model.is_moe:
-        dense = layers * (attn_params + d * model.num_experts)  # router is tiny and dense
-        expert = layers * model.mlp_params_per_expert / tp
-    else:
-        dense = layers * (attn_params + model.mlp_params_per_expert / tp)
-        expert = 0.0
+    d, layers = model.hidden_size, model.num_layers
     bw = gpu.memory_bandwidth_gbps * GIGA
     low_precision = prec.gemm_tflops > gpu.fp16_tflops
     flops_fraction = (
@@ -183,32 +250,33 @@ def step_cost_model(
     if prec.weight_only:
         gemm_rate /= 1.0 + eff.weight_only_dequant_overhead
         weight_rate *= eff.weight_only_bandwidth_factor
-    if tp > 1:
-        # NVLink figures are bidirectional totals; PCIe figures are per direction.
-        link = gpu.nvlink_gbps / 2.0 if gpu.nvlink_gbps > 0 else gpu.pcie_gbps
-        bus_rate = link * GIGA * eff.interconnect_fraction * tp / (2.0 * (tp - 1))
-    else:
-        bus_rate = 1.0
-    heads = model.num_attention_heads / tp
+    bus_rate = _link_bytes_per_s(gpu, tp, eff) * tp / (2.0 * (tp - 1)) if tp > 1 else 1.0
+    # After attention in every layer, after every dense MLP, and after TP-sharded MoE layers
+    # (EP and DP exchange their MoE tokens in MoECost instead).
+    moe_allreduce = not config.expert_parallel and dp == 1
+    allreduces = layers + model.num_dense_layers + (model.num_moe_layers if moe_allreduce else 0)
+    prefill_flops, decode_flops = _attention_flops(model, tp)
+    if not model.uses_mla and context is not None:
+        prefill_flops *= kv_layers_cached(model, context) / layers
     return StepCostModel(
         fixed_s=eff.step_overhead_s + layers * eff.layer_overhead_s,
         seq_overhead_s=eff.seq_step_overhead_s,
-        dense_params=dense,
+        dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),
-        expert_params=expert,
-        num_experts=model.num_experts if model.is_moe else 0,
-        experts_per_token=model.num_experts_per_tok,
+        moe=_moe_cost(model, gpu, config, eff, (prec.bytes_per_param, gemm_rate, weight_rate)),
+        dp=dp,
         lm_head_params=model.vocab_size * d / tp,
         bytes_per_param=prec.bytes_per_param,
         gemm_flops_per_s=gemm_rate,
         weight_bytes_per_s=weight_rate,
         lm_head_flops_per_s=gpu.fp16_tflops * TERA * eff.gemm_flops_fraction,
         act_bytes_per_s=bw * eff.weight_bandwidth_fraction,
-        attn_flops_per_ctx=ATTENTION_MATMULS * FLOPS_PER_MAC * heads * hd * layers,
+        attn_flops_per_ctx=prefill_flops,
+        decode_attn_flops_per_ctx=decode_flops,
         attn_flops_per_s=gpu.fp16_tflops * TERA * eff.attention_flops_fraction,
-        kv_bytes_per_ctx=config_kv_bytes_per_token(model, config),
+        kv_bytes_per_ctx=config_kv_bytes_per_token(model, config, context),
         kv_bytes_per_s=bw * eff.kv_bandwidth_fraction,
-        allreduces_per_step=2 * layers if tp > 1 else 0,
+        allreduces_per_step=allreduces if tp > 1 else 0,
         allreduce_bytes_per_token=d * ACTIVATION_BYTES,
         # Small-message all-reduce latency grows with the rounds of recursive doubling,
         # log2(tp) (the alpha log p term of the alpha-beta model): 1x at TP2, 3x at TP8.

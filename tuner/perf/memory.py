@@ -21,6 +21,12 @@ from tuner.specs import EngineConfig, GPUProfile, KVDtype, ModelSpec, Quantizati
 
 __all__ = [
     "GIB",
+    "attention_params_per_gpu",
+    "dense_params_per_gpu",
+    "kv_layers_cached",
+    "replica_gpus",
+    "replica_shape",
+    "routed_params_per_gpu",
     "MemoryPlan",
     "activation_workspace_bytes",
     "config_kv_bytes_per_token",
@@ -41,14 +47,50 @@ def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     return max(1, math.ceil(model.num_kv_heads / tp))
 
 
-def linear_params_per_gpu(model: ModelSpec, tp: int) -> float:
-    """Parameters of all transformer-block GEMMs one TP shard holds (replicated KV heads incl.)."""
-    d, hd = model.hidden_size, model.head_dim_
+def replica_shape(config: EngineConfig) -> tuple[int, int]:
+    """(tensor-parallel size, attention data-parallel ranks) of one engine replica."""
+    return config.tensor_parallel_size, config.data_parallel_size
+
+
+def replica_gpus(config: EngineConfig) -> int:
+    """GPUs one engine replica occupies: TP x DP (every DP rank holds a TP group)."""
+    tp, dp = replica_shape(config)
+    return tp * dp
+
+
+def attention_params_per_gpu(model: ModelSpec, tp: int) -> float:
+    """Attention projection parameters of one layer on one TP shard."""
+    d = model.hidden_size
+    if model.uses_mla:
+        # MLA's down-projections (to the query and KV latents) are replicated, not sharded.
+        replicated = d * ((model.q_lora_rank or 0) + model.mla_latent_dim)
+        return replicated + (model.attention_params_per_layer - replicated) / tp
+    hd = model.head_dim_
     q_out = model.num_attention_heads * hd
     kv_out = kv_heads_per_gpu(model, tp) * hd
-    attn = 2 * d * q_out / tp + 2 * d * kv_out
-    mlp = model.mlp_params_per_layer / tp
-    return model.num_layers * (attn + mlp)
+    return 2 * d * q_out / tp + 2 * d * kv_out
+
+
+def dense_params_per_gpu(model: ModelSpec, tp: int) -> float:
+    """Block GEMM parameters every token passes through on one TP shard (all layers): attention,
+    dense-layer MLPs, shared experts (TP-sharded in every engine) and routers (replicated)."""
+    moe = model.num_moe_layers
+    return (
+        model.num_layers * attention_params_per_gpu(model, tp)
+        + model.num_dense_layers * model.dense_mlp_params / tp
+        + moe * (model.shared_expert_params / tp + model.router_params)
+    )
+
+
+def routed_params_per_gpu(model: ModelSpec, tp: int, dp: int = 1) -> float:
+    """Routed-expert parameters on one GPU: spread over all TP x DP GPUs of the replica, whole
+    experts under expert parallelism or a 1/(TP x DP) slice of every expert without it."""
+    return model.routed_expert_params / (tp * dp)
+
+
+def linear_params_per_gpu(model: ModelSpec, tp: int, dp: int = 1) -> float:
+    """Parameters of all transformer-block GEMMs one GPU holds (replicated KV heads incl.)."""
+    return dense_params_per_gpu(model, tp) + routed_params_per_gpu(model, tp, dp)
 
 
 def _sixteen_bit_params_per_gpu(model: ModelSpec, tp: int) -> float:
@@ -56,32 +98,56 @@ def _sixteen_bit_params_per_gpu(model: ModelSpec, tp: int) -> float:
     return model.embedding_params / tp + model.norm_params
 
 
-def weight_bytes_per_gpu(model: ModelSpec, quant: Quantization, gpu: GPUProfile, tp: int) -> float:
-    """Stored weight bytes on one TP shard: quantized GEMMs (with scales) + 16-bit rest."""
+def weight_bytes_per_gpu(
+    model: ModelSpec, quant: Quantization, gpu: GPUProfile, tp: int, dp: int = 1
+) -> float:
+    """Stored weight bytes on one GPU: quantized GEMMs (with scales) + 16-bit rest."""
     prec = precision_for(quant, gpu, model.hidden_size)
     return (
-        linear_params_per_gpu(model, tp) * prec.bytes_per_param
+        linear_params_per_gpu(model, tp, dp) * prec.bytes_per_param
         + _sixteen_bit_params_per_gpu(model, tp) * ACTIVATION_BYTES
     )
 
 
-def kv_bytes_per_token(model: ModelSpec, dtype: KVDtype, tp: int) -> float:
+def kv_layers_cached(model: ModelSpec, context: float | None = None) -> float:
+    """Layers whose cache grows with the context, in full-layer equivalents at `context` tokens:
+    sliding-window layers keep only the window (vLLM's hybrid allocator frees the rest)."""
+    sliding = model.num_sliding_layers
+    if not sliding or context is None or context <= 0:
+        return float(model.num_layers)
+    window = model.sliding_window or context
+    return model.num_layers - sliding + sliding * min(1.0, window / context)
+
+
+def kv_bytes_per_token(
+    model: ModelSpec, dtype: KVDtype, tp: int, context: float | None = None
+) -> float:
     """KV-cache bytes one token occupies on one shard: 2 x layers x KV heads x (head_dim x bytes
-    + scale). The one formula: the simulator, the cost model and the torch backend all use it."""
+    + scale), or under MLA layers x (latent + RoPE key), replicated on every TP shard. The one
+    formula: the simulator, the cost model and the torch backend all use it."""
+    layers = kv_layers_cached(model, context)
+    if model.uses_mla:
+        return layers * kv_bytes_per_vector(dtype, model.mla_latent_dim)
     vector = kv_bytes_per_vector(dtype, model.head_dim_)
-    return 2.0 * model.num_layers * kv_heads_per_gpu(model, tp) * vector
+    return 2.0 * layers * kv_heads_per_gpu(model, tp) * vector
 
 
-def config_kv_bytes_per_token(model: ModelSpec, config: EngineConfig) -> float:
+def config_kv_bytes_per_token(
+    model: ModelSpec, config: EngineConfig, context: float | None = None
+) -> float:
     """KV-cache bytes per token on one shard of `config` (its cache dtype and TP size)."""
-    return kv_bytes_per_token(model, config.kv_dtype, config.tensor_parallel_size)
+    return kv_bytes_per_token(model, config.kv_dtype, config.tensor_parallel_size, context)
 
 
 def activation_workspace_bytes(model: ModelSpec, config: EngineConfig) -> float:
     """Peak activation memory of one forward pass over `max_num_batched_tokens` tokens."""
     tp = config.tensor_parallel_size
     tokens = config.max_num_batched_tokens
-    mlp_width = model.intermediate_size * max(1, model.num_experts_per_tok) / tp
+    if model.is_moe:
+        mlp_width = max(model.intermediate_size, model.expert_intermediate_size * (
+            model.num_experts_per_tok + model.num_shared_experts)) / tp
+    else:
+        mlp_width = model.intermediate_size / tp
     # residual, normed input, attention output, qkv (~4 x hidden) + gate/up/act (3 x mlp width)
     hidden_states = tokens * (4 * model.hidden_size + 3 * mlp_width) * ACTIVATION_BYTES
     logits = min(config.max_num_seqs, tokens) * model.vocab_size * LOGIT_BYTES
@@ -117,25 +183,30 @@ def plan_memory(
     draft: ModelSpec | None = None,
     eff: Efficiency | None = None,
 ) -> MemoryPlan:
-    """Plan one shard's memory; infeasible (numbers given) if weights or a sequence don't fit."""
-    tp = config.tensor_parallel_size
+    """Plan one GPU's memory; infeasible (numbers given) if weights or a sequence don't fit.
+
+    Under attention data parallelism every DP rank keeps its own sequences' KV on its own GPUs,
+    so the KV capacity and concurrent sequences reported are the replica's (all ranks)."""
+    tp, dp = replica_shape(config)
     budget = gpu.memory_bytes * config.gpu_memory_utilization
-    weights = weight_bytes_per_gpu(model, config.quantization, gpu, tp)
-    kv_tok = config_kv_bytes_per_token(model, config)
+    seq_len = workload.input_tokens + workload.output_tokens
+    weights = weight_bytes_per_gpu(model, config.quantization, gpu, tp, dp)
+    kv_tok = config_kv_bytes_per_token(model, config, seq_len)
     if draft is not None:
         # The draft keeps its own KV cache for the same tokens (see DRAFT_QUANTIZATION).
         weights += weight_bytes_per_gpu(draft, DRAFT_QUANTIZATION, gpu, tp)
-        kv_tok += config_kv_bytes_per_token(draft, config)
+        kv_tok += config_kv_bytes_per_token(draft, config, seq_len)
     workspace = activation_workspace_bytes(model, config)
     runtime = resolve_efficiency(eff, gpu).runtime_overhead_bytes
     free = budget - weights - workspace - runtime
     blocks = max(0, int(free // (kv_tok * config.block_size)))
     capacity = blocks * config.block_size
-    seq_len = workload.input_tokens + workload.output_tokens
     seq_blocks = math.ceil(seq_len / config.block_size)
     max_seqs = min(config.max_num_seqs, blocks // seq_blocks) if seq_blocks else 0
     reason = None
-    what = f"{model.name} {config.quantization.value} tp={tp}"
+    layout = f" dp={dp}" if dp > 1 else ""
+    ep = " ep" if config.expert_parallel else ""
+    what = f"{model.name} {config.quantization.value} tp={tp}{layout}{ep}"
     if weights > budget:
         reason = (
             f"weights need {weights / GIB:.1f} GiB per GPU ({what}) but the budget is "
@@ -154,6 +225,7 @@ def plan_memory(
             f"input {workload.input_tokens} + output {workload.output_tokens} tokens exceed "
             f"{model.name}'s max context of {model.max_context}"
         )
+    blocks, capacity, max_seqs = blocks * dp, capacity * dp, max_seqs * dp
     return MemoryPlan(
         budget_bytes=budget,
         weights_bytes=weights,

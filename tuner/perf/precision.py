@@ -4,6 +4,13 @@ Hardware-aware: FP8 w8a8 runs on FP8 tensor cores only where they exist (Ada, Ho
 Blackwell: `GPUProfile.supports_fp8`); elsewhere FP8 is weight-only (Marlin-style dequantize to
 16-bit, then 16-bit MMA). INT8 w8a8 uses INT8 tensor cores. INT4/INT8 weight-only shrink the
 bytes read but compute at the 16-bit rate after dequantization.
+
+Block-scaled formats: `fp8-block` is w8a8 FP8 with one fp32 scale per 128x128 weight block
+(DeepGEMM / CUTLASS block-scaled kernels); `nvfp4` stores e2m1 with one fp8 scale per 16 weights
+and runs w4a4 on Blackwell FP4 tensor cores (NVIDIA only); `mxfp4` stores e2m1 with one e8m0
+scale per 32 weights: FP4 math on CDNA4, w4a8 (MXFP8 activations, FlashInfer's gpt-oss MoE path)
+on Blackwell. Where a GPU lacks FP4 math, vLLM really does emulate both (FP4 Marlin / Triton
+dequantize-to-16-bit kernels): weight-only, and the label says "emulated".
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ __all__ = [
     "GROUP_SIZE",
     "Precision",
     "DRAFT_QUANTIZATION",
+    "FP4_FORMATS",
     "KV_SCALE_BYTES",
     "kv_bytes_per_vector",
     "precision_for",
@@ -33,6 +41,13 @@ GROUP_METADATA_BYTES = 2.5
 CHANNEL_SCALE_BYTES = 4.0
 
 _GROUP_QUANT = {Quantization.int4_awq, Quantization.int4_gptq}
+# Block-scaled formats: (elements per scale, bytes per scale).
+_BLOCK_SCALES = {
+    Quantization.fp8_block: (128 * 128, 4.0),
+    Quantization.nvfp4: (16, 1.0),
+    Quantization.mxfp4: (32, 1.0),
+}
+FP4_FORMATS = frozenset({Quantization.nvfp4, Quantization.mxfp4})
 _WEIGHT_ONLY = {Quantization.int4_awq, Quantization.int4_gptq, Quantization.int8_wo}
 _KV_BYTES = {KVDtype.auto: ACTIVATION_BYTES, KVDtype.fp8: 1.0, KVDtype.int8: 1.0}
 # A quantized KV cache keeps one fp32 scale per stored (token, KV head) vector: the reference
@@ -60,14 +75,19 @@ def precision_for(quant: Quantization, gpu: GPUProfile, row_len: int) -> Precisi
     base = bytes_per_weight(quant)
     if quant in _GROUP_QUANT:
         stored = base + GROUP_METADATA_BYTES / GROUP_SIZE
+    elif quant in _BLOCK_SCALES:
+        elements, scale_bytes = _BLOCK_SCALES[quant]
+        stored = base + scale_bytes / elements
     elif base < ACTIVATION_BYTES:
         stored = base + CHANNEL_SCALE_BYTES / row_len
     else:
         stored = base
-    if quant == Quantization.fp8:
+    if quant in (Quantization.fp8, Quantization.fp8_block):
         if gpu.supports_fp8:
-            return Precision(stored, gpu.fp8_tflops, False, "fp8-w8a8")
-        return Precision(stored, gpu.fp16_tflops, True, "fp8-weight-only")
+            return Precision(stored, gpu.fp8_tflops, False, f"{quant.value}-w8a8")
+        return Precision(stored, gpu.fp16_tflops, True, f"{quant.value}-weight-only")
+    if quant in FP4_FORMATS:
+        return _fp4_precision(quant, gpu, stored)
     if quant == Quantization.int8:
         if gpu.int8_tops > 0:
             return Precision(stored, gpu.int8_tops, False, "int8-w8a8")
@@ -81,3 +101,14 @@ def kv_bytes_per_vector(dtype: KVDtype, head_dim: int) -> float:
     """Bytes of one stored K or V head vector (head_dim elements), its scale included."""
     scale = KV_SCALE_BYTES if dtype in _KV_SCALED else 0.0
     return head_dim * _KV_BYTES[dtype] + scale
+
+
+def _fp4_precision(quant: Quantization, gpu: GPUProfile, stored: float) -> Precision:
+    """NVFP4 / MXFP4: FP4 tensor cores where they exist for the format, else emulated."""
+    if quant == Quantization.nvfp4 and gpu.supports_fp4 and gpu.vendor == "nvidia":
+        return Precision(stored, gpu.fp4_tflops, False, "nvfp4-w4a4")
+    if quant == Quantization.mxfp4 and gpu.supports_fp4:
+        if gpu.vendor == "amd":
+            return Precision(stored, gpu.fp4_tflops, False, "mxfp4-w4a4")
+        return Precision(stored, gpu.fp8_tflops, False, "mxfp4-w4a8")
+    return Precision(stored, gpu.fp16_tflops, True, f"{quant.value}-weight-only (emulated)")

@@ -8,7 +8,7 @@ from tuner.bench.arrivals import plan_workload
 from tuner.bench.lengths import workload_length_pairs
 from tuner.perf.costs import StepCostModel, step_cost_model
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
-from tuner.perf.memory import GIB, plan_memory
+from tuner.perf.memory import GIB, plan_memory, replica_gpus, replica_shape
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
 from tuner.perf.speculative import NGRAM, Speculation, acceptance_for, step_coeffs
@@ -106,12 +106,15 @@ def predict_metrics(
             weights_gib=plan.weights_bytes / GIB,
             kv_capacity_tokens=plan.kv_capacity_tokens,
         )
-    target = step_cost_model(ctx.model, ctx.gpu, config, eff)
+    context = wl.input_tokens + wl.output_tokens / 2.0
+    target = step_cost_model(ctx.model, ctx.gpu, config, eff, context=context)
     spec = speculation_for(config, ctx, eff)
-    requests = sim_requests(wl, target, spec, config.max_num_seqs, eff.request_overhead_s)
+    # DP ranks schedule independently; the replica holds DP times one rank's limits.
+    _, dp = replica_shape(config)
+    requests = sim_requests(wl, target, spec, config.max_num_seqs * dp, eff.request_overhead_s)
     limits = SchedulerLimits(
-        max_num_seqs=config.max_num_seqs,
-        max_num_batched_tokens=config.max_num_batched_tokens,
+        max_num_seqs=config.max_num_seqs * dp,
+        max_num_batched_tokens=config.max_num_batched_tokens * dp,
         kv_capacity_blocks=plan.kv_capacity_blocks,
         block_size=config.block_size,
         enable_chunked_prefill=config.enable_chunked_prefill,
@@ -131,7 +134,7 @@ def predict_metrics(
             weights_gib=plan.weights_gib,
             kv_capacity_tokens=plan.kv_capacity_tokens,
         )
-    metrics = summarize(result, plan, ctx.sla, config.tensor_parallel_size, BACKEND)
+    metrics = summarize(result, plan, ctx.sla, replica_gpus(config), BACKEND)
     metrics.extra["kernel_path"] = target.kernel_path
     metrics.extra["tokens_per_step"] = spec.tokens_per_step if spec else 1.0
     if spec and config.draft_model:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tuner.knobs.registry import footprint_knobs, footprint_of
 from tuner.perf.bands import band_for, grid_point
+from tuner.perf.memory import replica_gpus
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
@@ -37,7 +38,7 @@ def _operating_metrics(
     req: PlanRequest, gpu: GPUProfile, choice: CapacityChoice, rate: float
 ) -> Metrics:
     """Simulate one replica at `rate` requests/s with the chosen variant."""
-    tp = choice.config.tensor_parallel_size
+    tp = replica_gpus(choice.config)
     wl = req.workload.model_copy(update={"rate_rps": rate, "concurrency": None})
     ctx = Context(model=req.model, gpu=gpu, sla=req.sla, workload=wl, num_gpus=tp)
     return predict_metrics(choice.config, ctx, workload=wl)
@@ -57,7 +58,7 @@ def size_option(
     context_tokens: int,
 ) -> Option:  # fmt: skip
     """Replicas, GPUs, cost, utilisation, latency and energy of serving the target with `choice`."""
-    tp = choice.config.tensor_parallel_size
+    tp = replica_gpus(choice.config)
     target = _target_rps(req, gpu, choice)
     replicas = sizing.replicas_needed(target, choice.capacity_rps, req.headroom)
     gpus = replicas * tp
