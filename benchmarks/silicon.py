@@ -73,9 +73,13 @@ MODELS = {
     "Qwen/Qwen3-32B": "qwen3-32b",
 }
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
-# gemm_quant_mode -> weight quantization. fp8_block (128x128 block scales) runs the same FP8
-# tensor-core math as per-tensor fp8; nvfp4 has no model here and is skipped with that reason.
-GEMM_MODES = {"": Quantization.bf16, "fp8": Quantization.fp8, "fp8_block": Quantization.fp8}
+# gemm_quant_mode -> weight quantization (AIConfigurator's names; see tuner.perf.precision).
+GEMM_MODES = {
+    "": Quantization.bf16,
+    "fp8": Quantization.fp8,
+    "fp8_block": Quantization.fp8_block,
+    "nvfp4": Quantization.nvfp4,
+}
 # The `precision` column names the KV-cache dtype of the FP8/FP4 rows ("" = 16-bit).
 KV_PRECISIONS = {"": KVDtype.auto, "fp8": KVDtype.fp8, "fp4": KVDtype.fp8}
 # Shared engine defaults: the step budget vLLM (>= 70 GiB GPUs), SGLang and TensorRT-LLM use

@@ -37,7 +37,7 @@ from tuner.perf.memory import (
     replica_shape,
 )
 from tuner.perf.moe import MoECost, expected_experts_touched
-from tuner.perf.precision import ACTIVATION_BYTES, precision_for
+from tuner.perf.precision import ACTIVATION_BYTES, FP4_FORMATS, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
 __all__ = ["StepCostModel", "expected_experts_touched", "step_cost_model"]
@@ -245,8 +245,12 @@ def step_cost_model(
     flops_fraction = (
         eff.low_precision_gemm_flops_fraction if low_precision else eff.gemm_flops_fraction
     )
+    if prec.gemm_tflops == gpu.fp4_tflops > 0:
+        flops_fraction = eff.fp4_gemm_flops_fraction
     gemm_rate = prec.gemm_tflops * TERA * flops_fraction
     weight_rate = bw * eff.weight_bandwidth_fraction
+    if quant in FP4_FORMATS and not prec.weight_only:
+        weight_rate *= eff.fp4_weight_bandwidth_factor
     if prec.weight_only:
         gemm_rate /= 1.0 + eff.weight_only_dequant_overhead
         weight_rate *= eff.weight_only_bandwidth_factor

@@ -43,6 +43,13 @@ class Efficiency:
     # The same for 8-bit (FP8/INT8 w8a8) GEMMs, of the 8-bit peak: per-tensor scaling, and
     # operand loads that do not halve with the datatype, keep them further from their peak.
     low_precision_gemm_flops_fraction: float = 0.55
+    # The same for FP4 (NVFP4/MXFP4 block-scaled) GEMMs, of the FP4 peak: one scale per 16/32
+    # weights is loaded and applied per MMA block, so they sit further still from their peak.
+    fp4_gemm_flops_fraction: float = 0.35
+    # FP4 weight-streaming (decode) kernels read their packed weights at this fraction of the
+    # 8/16-bit kernels' bandwidth: the swizzled scale-factor tiles are separate loads, and the
+    # tiles are too small to keep as many bytes in flight.
+    fp4_weight_bandwidth_factor: float = 0.70
     # Fraction of dense tensor-core peak that FlashAttention-style prefill kernels achieve.
     attention_flops_fraction: float = 0.50
     # Weight-only quantized kernels (int4/int8 w/ 16-bit activations, fp8 on Ampere) read their
@@ -85,11 +92,16 @@ class Efficiency:
         for name in (
             "gemm_flops_fraction",
             "low_precision_gemm_flops_fraction",
+            "fp4_gemm_flops_fraction",
             "attention_flops_fraction",
         ):
             value = getattr(self, name)
             if not 0 < value <= MAX_FLOPS_FRACTION:
                 raise ValueError(f"{name}={value} must lie in (0, {MAX_FLOPS_FRACTION}]")
+        if not 0 < self.fp4_weight_bandwidth_factor <= 1:
+            raise ValueError(
+                f"fp4_weight_bandwidth_factor={self.fp4_weight_bandwidth_factor} must lie in (0, 1]"
+            )
         if not 0 < self.weight_only_bandwidth_factor <= 1:
             raise ValueError(
                 "weight_only_bandwidth_factor="
