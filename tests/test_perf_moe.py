@@ -170,7 +170,8 @@ def test_parallelism_rules_name_what_is_wrong():
     assert "does not divide 6 experts" in (
         invalid_reason(EngineConfig(data_parallel_size=4, expert_parallel=True), _ctx(odd)) or ""
     )
-    assert invalid_reason(EngineConfig(data_parallel_size=8, expert_parallel=True), _ctx(moe)) is None
+    dp8 = EngineConfig(data_parallel_size=8, expert_parallel=True)
+    assert invalid_reason(dp8, _ctx(moe)) is None
 
 
 def test_fp8_block_shards_whole_blocks():

@@ -54,11 +54,11 @@ register(
         "Weight quantization",
         "--quant",
         "quant",
-        footprint=(
-            Quantization.nvfp4,
-            Quantization.mxfp4,
+        footprint=(  # stored bytes per weight, smallest first (see perf.precision)
             Quantization.int4_awq,
             Quantization.int4_gptq,
+            Quantization.mxfp4,
+            Quantization.nvfp4,
             Quantization.int8_wo,
             Quantization.int8,
             Quantization.fp8,
