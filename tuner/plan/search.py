@@ -5,7 +5,9 @@ This is the one place a plan asks "what is the best this hardware can do": every
 search below without touching the rest.
 
 Bounded search (a few dozen simulator runs, each a capacity bisection of ~15 predictions):
-1. every footprint (quantization x KV dtype) of the space that fits, at the starting batch limits;
+1. every footprint (quantization x KV dtype) of the space that fits, at the starting batch limits,
+   and for a MoE model every valid layout of the replica's GPUs that the space offers (TP only,
+   TP with expert parallelism, DP attention with expert parallelism);
 2. for the best two, `max_num_seqs` over powers of two in the space's range, then
    `max_num_batched_tokens` likewise, keeping whichever raises capacity.
 Speculative decoding is left out: at the loads a plan sizes for, batches are large and drafting
@@ -29,8 +31,15 @@ from tuner.specs import (
     SearchSpace,
     Workload,
 )
+from tuner.validity import invalid_reason
 
-__all__ = ["REFINED_KNOBS", "CapacityChoice", "best_capacity_config", "knob_grid"]
+__all__ = [
+    "REFINED_KNOBS",
+    "CapacityChoice",
+    "best_capacity_config",
+    "knob_grid",
+    "replica_layouts",
+]
 
 # vLLM's defaults, the starting point of the coordinate search (clamped into the space).
 _START_SEQS = 256
@@ -62,6 +71,22 @@ def knob_grid(knob: list[int] | IntRange) -> list[int]:
     return values or [knob.low, knob.high]
 
 
+def replica_layouts(model: ModelSpec, gpus: int, space: SearchSpace) -> list[dict[str, Any]]:
+    """The ways to lay one replica over `gpus` GPUs: TP only, and for MoE models the space's
+    expert-parallel and DP-attention splits (DP x TP = gpus)."""
+    layouts: list[dict[str, Any]] = [{"tensor_parallel_size": gpus}]
+    if not model.is_moe:
+        return layouts
+    if True in space.expert_parallel:
+        layouts.append({"tensor_parallel_size": gpus, "expert_parallel": True})
+    for dp in space.data_parallel_size:
+        if 1 < dp <= gpus and gpus % dp == 0:
+            ep = True in space.expert_parallel
+            layouts.append({"tensor_parallel_size": gpus // dp, "data_parallel_size": dp,
+                            "expert_parallel": ep})  # fmt: skip
+    return layouts
+
+
 def _nearest(grid: list[int], target: int) -> int:
     return min(grid, key=lambda v: (abs(v - target), v))
 
@@ -91,12 +116,16 @@ def best_capacity_config(
         return seen[key]
 
     start = {
-        "tensor_parallel_size": tp,
         "max_num_seqs": _nearest(seqs_grid, _START_SEQS),
         "max_num_batched_tokens": _nearest(tokens_grid, _START_TOKENS),
         "enable_prefix_caching": space.enable_prefix_caching[0],
     }
-    firsts = [EngineConfig(**footprint, **start) for footprint in footprints]
+    firsts = [
+        config
+        for footprint in footprints
+        for layout in replica_layouts(model, tp, space)
+        if not invalid_reason(config := EngineConfig(**footprint, **layout, **start), ctx)
+    ]
     ranked = sorted(firsts, key=capacity, reverse=True)[:_REFINE_TOP]
     best = ranked[0] if ranked else None
     for config in ranked:
