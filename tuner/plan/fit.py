@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.knobs.registry import footprint_knobs, footprint_words
-from tuner.perf.memory import MemoryPlan, plan_memory
+from tuner.perf.memory import MemoryPlan, plan_memory, replica_gpus
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization, Workload
 
 __all__ = [
@@ -98,8 +98,7 @@ def fit_note(
     capacity_rps: float,
 ) -> str:
     """Why a card needs quantization (if 16-bit does not fit it) and what fits at what capacity."""
-    tp = config.tensor_parallel_size
-    where = f"{tp}x {gpu.name}"
+    where = f"{replica_gpus(config)}x {gpu.name}"
     context = max_context_tokens(model, chosen)
     fits = (
         f"fits {where} with {footprint_words(config, ' and ')} at up to "
