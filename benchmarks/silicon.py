@@ -67,12 +67,28 @@ from tuner.specs import SLA, Context, EngineConfig, KVDtype, Quantization, Workl
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "silicon_public.csv"
 
 MODELS = {
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",
+    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "openai/gpt-oss-20b": "gpt-oss-20b",
     "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
     "Qwen/Qwen3-32B": "qwen3-32b",
 }
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200-sxm", "b200_sxm": "b200"}
+SYSTEMS = {
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200-sxm",
+    "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",
+}
+# Checkpoints that ship MXFP4 experts: AIConfigurator files their FP4 rows under `nvfp4`.
+MXFP4_CHECKPOINTS = frozenset({"openai/gpt-oss-120b", "openai/gpt-oss-20b"})
 # gemm_quant_mode -> weight quantization (AIConfigurator's names; see tuner.perf.precision).
 GEMM_MODES = {
     "": Quantization.bf16,
@@ -140,7 +156,7 @@ ENGINE_SETUPS = {"shared": shared_setup, "generator": generator_setup}
 
 def inferencemax_setup(row: dict[str, str]) -> EngineSetup:
     """The limits InferenceMAX's Llama-70B scripts start each engine with (see the docstring)."""
-    users = int(float(row["batch_size"]))
+    users = concurrency_of(row)
     if row["backend"] != "trtllm":
         return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
     wait = (0, 0)
@@ -207,28 +223,56 @@ class SiliconResult:
         return ttft, tpot
 
 
+def parallel_layout(row: dict[str, str]) -> tuple[int, int, bool]:
+    """(attention TP, attention DP ranks, expert parallel) of a row. AIConfigurator's columns:
+    tp_size x attention_dp_size GPUs, experts split moe_tp_size x moe_ep_size ways; a hybrid
+    moe_tp x moe_ep split is replayed as EP (same bytes and FLOPs per GPU, all-to-all traffic)."""
+    tp = int(float(row["tp_size"]))
+    dp = int(float(row.get("attention_dp_size") or 1))
+    ep = int(float(row.get("moe_ep_size") or 1)) > 1
+    return tp, dp, ep
+
+
+def concurrency_of(row: dict[str, str]) -> int:
+    """Closed-loop users of a row: the source's recorded `silicon_concurrency` when given (DP
+    rows count `batch_size` per attention-DP rank), else `batch_size`."""
+    source = row.get("silicon_data_source", "")
+    for part in source.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "silicon_concurrency" and value.strip().isdigit():
+            return int(value)
+    return int(float(row["batch_size"]))
+
+
 def row_case(
     row: dict[str, str], setup: EngineSetup | None = None
 ) -> tuple[str, str, EngineConfig, Workload]:
     """Model, GPU, engine config and closed-loop workload of one row (LookupError if unmodelled)."""
     model = MODELS.get(row["model_path"])
     gpu = SYSTEMS.get(row["system"])
-    quant = GEMM_MODES.get(row["gemm_quant_mode"])
+    # A MoE row's weights are mostly experts: their format decides the bytes and the math.
+    mode = row.get("moe_quant_mode") or row["gemm_quant_mode"]
+    quant = GEMM_MODES.get(mode)
+    if quant is Quantization.nvfp4 and row["model_path"] in MXFP4_CHECKPOINTS:
+        quant = Quantization.mxfp4
     if model is None or gpu is None:
         raise LookupError(f"no catalog entry for {row['model_path']} on {row['system']}")
     if quant is None:
-        raise LookupError(f"gemm_quant_mode {row['gemm_quant_mode']!r} is not modelled")
+        raise LookupError(f"quant mode {mode!r} is not modelled")
     if int(float(row["pp_size"])) != 1:
         raise LookupError("pipeline parallelism is not modelled")
-    users = int(float(row["batch_size"]))
+    tp, dp, ep = parallel_layout(row)
+    users = concurrency_of(row)
     protocol = protocol_of(row)
     setup = setup or engine_setup_of(row)
     config = EngineConfig(
         quantization=quant,
         kv_dtype=KV_PRECISIONS.get(row["precision"], KVDtype.auto),
-        tensor_parallel_size=int(float(row["tp_size"])),
+        tensor_parallel_size=tp,
+        data_parallel_size=dp,
+        expert_parallel=ep,
         max_num_batched_tokens=setup.max_num_batched_tokens,
-        max_num_seqs=setup.max_num_seqs,
+        max_num_seqs=-(-setup.max_num_seqs // dp),
         enable_chunked_prefill=setup.chunked_prefill,
         enable_prefix_caching=False,
     )
@@ -271,7 +315,7 @@ def predict_silicon_row(
         gpu=catalog.load_gpu(gpu_name),
         sla=NO_SLA,
         workload=workload,
-        num_gpus=config.tensor_parallel_size,
+        num_gpus=config.tensor_parallel_size * config.data_parallel_size,
     )
     metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=setup.mix_prefill_decode,
                               batch_wait=setup.batch_wait)  # fmt: skip
