@@ -26,7 +26,9 @@ REQUIRED_MODELS = [
     "llama-2-7b", "llama-2-13b", "llama-2-70b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b",
     "qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-8b",
     "qwen3-32b", "gemma-2-9b", "gemma-2-27b", "phi-3-mini", "llama-3.3-70b", "smollm2-135m",
-    "llama-tiny-20m", "llama-tiny-100m", "llama-tiny-300m",
+    "llama-tiny-20m", "llama-tiny-100m", "llama-tiny-300m", "qwen3-30b-a3b", "qwen3-235b-a22b",
+    "deepseek-v3", "deepseek-r1", "gpt-oss-20b", "gpt-oss-120b", "llama-4-scout",
+    "llama-4-maverick",
 ]  # fmt: skip
 
 # Tolerance for a parameter count against the publisher's figure (issue 2: "within 2%").
@@ -310,7 +312,7 @@ def test_num_params_grows_with_layers(
     big = _spec(layers + 1, heads, head_dim, kv_div, inter, vocab)
     assert big.num_params > small.num_params
     assert big.num_params - small.num_params == (
-        small.attention_params_per_layer + small.mlp_params_per_layer + 2 * small.hidden_size
+        small.attention_params_per_layer + small.dense_mlp_params + 2 * small.hidden_size
     )
 
 

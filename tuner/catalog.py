@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -42,9 +41,6 @@ _KINDS: dict[str, type[BaseModel]] = {
     "search_spaces": SearchSpace,
     "slas": SLA,
 }
-# HF config classes whose tie_word_embeddings default is True, so config.json often omits the key
-# (transformers GemmaConfig, Gemma2Config, Gemma3TextConfig); every other family defaults False.
-_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
 
 _KIND_WORD = {
     "hardware_profiles": "GPU profile",
@@ -281,52 +277,7 @@ def all_slas() -> list[SLA]:
 
 def load_hf_config(path: Path) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face `config.json` (file or model directory)."""
-    file = path / "config.json" if _is_dir(path) else path
-    if not _exists(file):
-        raise InputError(f"{file}: no such file (expected a Hugging Face config.json)")
-    text = read_text(file, "Hugging Face config.json")
-    try:
-        cfg = _check_depth(json.loads(text), file)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{file}: malformed JSON at line {exc.lineno}: {exc.msg}") from exc
-    except RecursionError as exc:
-        raise InputError(f"{file}: nested deeper than {MAX_NESTING} levels") from exc
-    if not isinstance(cfg, dict):
-        raise InputError(f"{file}: expected a JSON object")
-    # Multimodal configs nest the language model's numbers under text_config.
-    if "text_config" in cfg and "hidden_size" not in cfg:
-        if not isinstance(cfg["text_config"], dict):
-            raise InputError(f"{file}: field 'text_config' must be an object")
-        cfg = {**cfg, **cfg["text_config"]}
-    name = file.parent.name if file.parent.name else file.stem
-    heads = cfg.get("num_attention_heads")
-    n_experts = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
-    data = {
-        "name": name,
-        "hf_id": cfg.get("_name_or_path") or None,
-        "family": cfg.get("model_type", "llama"),
-        "hidden_size": cfg.get("hidden_size"),
-        "num_layers": cfg.get("num_hidden_layers"),
-        "num_attention_heads": heads,
-        "num_kv_heads": cfg.get("num_key_value_heads") or heads,
-        "head_dim": cfg.get("head_dim"),
-        "intermediate_size": (cfg.get("moe_intermediate_size") if n_experts else None)
-        or cfg.get("intermediate_size"),
-        "vocab_size": cfg.get("vocab_size"),
-        "num_experts": n_experts,
-        "num_experts_per_tok": cfg.get("num_experts_per_tok", 0) if n_experts else 0,
-        "tie_word_embeddings": bool(
-            cfg.get("tie_word_embeddings", cfg.get("model_type") in _TIED_BY_DEFAULT)
-        ),
-        "attention_bias": bool(cfg.get("attention_bias", cfg.get("model_type") == "qwen2")),
-        "sliding_window": (
-            cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
-        ),
-        "max_context": cfg.get("max_position_embeddings"),
-        "rope_theta": cfg.get("rope_theta", 10000.0),
-        "rms_norm_eps": cfg.get("rms_norm_eps", 1e-5),
-    }
-    try:
-        return ModelSpec.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(format_validation_error(exc, str(file), ModelSpec)) from exc
+    # Imported here: tuner.hf_config reads its file through this module's helpers.
+    from tuner.hf_config import load_hf_config as load
+
+    return load(path)

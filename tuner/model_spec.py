@@ -54,7 +54,14 @@ class ModelSpec(Strict):
     v_head_dim: int | None = Field(default=None, gt=0, description="MLA value head width")
     tie_word_embeddings: bool = False
     attention_bias: bool = Field(default=False, description="q/k/v projections carry a bias")
+    # Qwen2 biases q/k/v only; Llama-style attention_bias (gpt-oss) biases o_proj as well.
+    attention_out_bias: bool = Field(default=False, description="o_proj carries a bias")
     attention_sinks: bool = Field(default=False, description="Learned per-head sink logits")
+    # Llama-4's chunked local attention (attention_chunk_size 8192 on its RoPE layers, 3 of every
+    # 4; the NoPE layers are global) is written as sliding_window=8192 with sliding_window_layers
+    # = the chunked layers: a chunked layer never needs more than the last 8192 tokens cached,
+    # the bound a window gives (its mean attention span is half a window's, which nothing here
+    # models).
     sliding_window: int | None = Field(default=None, gt=0)
     sliding_window_layers: int | None = Field(
         default=None, ge=0, description="Layers using the window; None = all when a window is set"
@@ -67,6 +74,9 @@ class ModelSpec(Strict):
     rms_norm_eps: float = Field(default=1e-5, gt=0)
     published_params_b: float | None = Field(
         default=None, gt=0, description="Parameter count the publisher states, billions"
+    )
+    published_active_params_b: float | None = Field(
+        default=None, gt=0, description="Active parameters per token the publisher states, billions"
     )
 
     @model_validator(mode="after")
@@ -96,10 +106,13 @@ class ModelSpec(Strict):
                 f"{self.first_k_dense}, moe_layer_step={self.moe_layer_step}, "
                 f"num_layers={self.num_layers})"
             )
+        if self.sliding_window_layers is not None and self.sliding_window is None:
+            raise ValueError(
+                f"sliding_window_layers={self.sliding_window_layers} needs a sliding_window"
+            )
         if (self.sliding_window_layers or 0) > self.num_layers:
             raise ValueError(
-                f"sliding_window_layers={self.sliding_window_layers} > num_layers="
-                f"{self.num_layers}"
+                f"sliding_window_layers={self.sliding_window_layers} > num_layers={self.num_layers}"
             )
         return self
 
@@ -127,21 +140,22 @@ class ModelSpec(Strict):
         """Parameters of the attention projections in one layer (biases and sinks included)."""
         d, h = self.hidden_size, self.num_attention_heads
         sinks = h if self.attention_sinks else 0
+        out_bias = d if self.attention_out_bias else 0
         if self.uses_mla:
+            # DeepSeek: q_a (d -> q rank) then q_b, or one q_proj without a q rank; kv_a holds
+            # the latent plus the shared RoPE key; kv_b expands the latent to per-head nope-k
+            # and v. The two latent RMSNorms are counted in norm_params.
             rope, v = self.qk_rope_head_dim or 0, self.v_head_dim or 0
             q_width = h * self.head_dim_
-            if self.q_lora_rank:
-                q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * q_width
-            else:
-                q = d * q_width
+            q = (d + q_width) * self.q_lora_rank if self.q_lora_rank else d * q_width
             rank = self.kv_lora_rank or 0
-            kv = d * (rank + rope) + rank + rank * h * ((self.qk_nope_head_dim or 0) + v)
-            return q + kv + h * v * d + sinks
+            kv = d * (rank + rope) + rank * h * ((self.qk_nope_head_dim or 0) + v)
+            return q + kv + h * v * d + out_bias + sinks
         hd = self.head_dim_
         q = h * hd
         kv = self.num_kv_heads * hd
         bias = (q + 2 * kv) if self.attention_bias else 0
-        return d * q + 2 * d * kv + q * d + bias + sinks
+        return d * q + 2 * d * kv + q * d + bias + out_bias + sinks
 
     @property
     def num_sliding_layers(self) -> int:
@@ -169,10 +183,10 @@ class ModelSpec(Strict):
         """Layers whose MLP is a mixture of experts."""
         if not self.num_experts:
             return 0
-        step = self.moe_layer_step
-        return sum(
-            1 for i in range(self.first_k_dense, self.num_layers) if (i + 1) % step == 0
-        )
+        # Layers i in [first_k_dense, num_layers) with (i + 1) % step == 0, counted in O(1): a
+        # config may claim any number of layers before validation refuses it.
+        step, first = self.moe_layer_step, min(self.first_k_dense, self.num_layers)
+        return self.num_layers // step - first // step
 
     @property
     def num_dense_layers(self) -> int:
@@ -250,6 +264,8 @@ class ModelSpec(Strict):
     @property
     def num_active_params(self) -> int:
         """Parameters touched per token (differs from num_params only for MoE)."""
+        # Embedding and LM head both count, as Mistral, Qwen, DeepSeek and Meta state their
+        # active figures; OpenAI's gpt-oss figures leave the input embedding out.
         return (
             self.num_layers * self.attention_params_per_layer
             + self.active_mlp_params_total

@@ -208,7 +208,7 @@ class MoE(nn.Module):
         self.top_k = spec.num_experts_per_tok
         self.gate = nn.Linear(spec.hidden_size, spec.num_experts, bias=False)
         self.experts = nn.ModuleList(
-            Expert(spec.hidden_size, spec.intermediate_size) for _ in range(spec.num_experts)
+            Expert(spec.hidden_size, spec.expert_intermediate_size) for _ in range(spec.num_experts)
         )
 
     def forward(self, x: Tensor) -> Tensor:
