@@ -154,8 +154,24 @@ def generator_setup(backend: str, isl: int, users: int) -> EngineSetup:
 ENGINE_SETUPS = {"shared": shared_setup, "generator": generator_setup}
 
 
+def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
+    """The limits InferenceMAX's DeepSeek-R1 / gpt-oss scripts start each engine with
+    (benchmarks/data/README.md, `moe_public.csv`, engine limits per script)."""
+    users, isl = concurrency_of(row), int(row["isl"])
+    gpt_oss = row["model_path"] in MXFP4_CHECKPOINTS
+    if row["backend"] == "trtllm":
+        tokens = 20000 if gpt_oss else max(8192, -(-(users + isl + 64) // 64) * 64)
+        return EngineSetup(tokens, max(MIN_MAX_NUM_SEQS, users), False, True)
+    if row["backend"] == "sglang":
+        chunk = 16384 if row["system"].startswith("b") else 32768
+        return EngineSetup(chunk, max(MIN_MAX_NUM_SEQS, users), True, False)
+    return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
+
+
 def inferencemax_setup(row: dict[str, str]) -> EngineSetup:
     """The limits InferenceMAX's Llama-70B scripts start each engine with (see the docstring)."""
+    if row.get("moe_quant_mode"):
+        return inferencemax_moe_setup(row)
     users = concurrency_of(row)
     if row["backend"] != "trtllm":
         return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
@@ -181,8 +197,21 @@ AIPERF = Protocol(MEASURED_ROUNDS, None, None)
 INFERENCEMAX = Protocol(INFERENCEMAX_ROUNDS, INFERENCEMAX_RANGE_RATIO, inferencemax_setup)
 
 
+# moe_public.csv names each row's protocol (benchmarks/data/README.md); InferenceMAX's warm-up
+# (2C copies of the first prompt, drained before the measured burst) leaves an idle engine, as
+# no warm-up does. Rows whose client is not recorded are replayed as AIPerf.
+PROTOCOLS = {
+    "inferencemax": INFERENCEMAX,
+    "inferencemax_warmup": INFERENCEMAX,
+    "aiperf": AIPERF,
+    "unknown": AIPERF,
+}
+
+
 def protocol_of(row: dict[str, str]) -> Protocol:
-    """The measurement protocol of a row, by its source (the id says which)."""
+    """The measurement protocol of a row: its `protocol` column, else by its id's source."""
+    if row.get("protocol") in PROTOCOLS:
+        return PROTOCOLS[row["protocol"]]
     return INFERENCEMAX if row["id"].startswith(INFERENCEMAX_ID_PREFIX) else AIPERF
 
 
@@ -262,6 +291,8 @@ def row_case(
     if int(float(row["pp_size"])) != 1:
         raise LookupError("pipeline parallelism is not modelled")
     tp, dp, ep = parallel_layout(row)
+    if tp & (tp - 1) or dp & (dp - 1):
+        raise LookupError("TP or DP size that is not a power of two is not modelled")
     users = concurrency_of(row)
     protocol = protocol_of(row)
     setup = setup or engine_setup_of(row)

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 __all__ = ["MIN_ROWS", "MoECost", "expected_experts_touched"]
 
-# Smallest M tile of the grouped-GEMM kernels engines use for decode (swap-AB / small-M CUTLASS
-# and Triton fused-MoE configs start at 16 rows).
-MIN_ROWS = 16.0
+# Smallest M tile of the grouped-GEMM kernels engines run (Hopper wgmma tiles are 64 rows; the
+# fused-MoE Triton and CUTLASS configs pad each expert's token block to it).
+MIN_ROWS = 64.0
 FLOPS_PER_MAC = 2.0
 
 
