@@ -7,7 +7,10 @@ per engine and over all of them.
 Only the shared constants of tuner/perf/efficiency.py are tuned against these rows: nothing
 here depends on a row's id, source or engine.
 
-    python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--json] [--write-bands [PATH]]
+    python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--moe-csv PATH] [--json]
+                                  [--write-bands [PATH]]
+
+It also prints an FP4 block (the nvfp4 silicon rows) and a MoE block (moe_public.csv).
 
 `--write-bands` also writes the per-quantity validation errors that `tuner.perf.bands` uses as
 the error band of an uncalibrated prediction (default: tuner/data/validation_bands.json, shipped
@@ -35,6 +38,8 @@ from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "public.csv"
+# Public MoE serving rows (DeepSeek-V3/R1, Qwen3-235B, gpt-oss), replayed like the silicon rows.
+MOE_CSV = Path(__file__).resolve().parent / "data" / "moe_public.csv"
 DEFAULT_BANDS = Path(__file__).resolve().parents[1] / "tuner" / "data" / "validation_bands.json"
 BANDS_COMMAND = "python benchmarks/accuracy.py --write-bands"
 # Which validation rows back each quantity's band. The error is |measured/predicted - 1|: how far
@@ -296,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--silicon-csv", type=Path, default=silicon.DEFAULT_CSV)
+    ap.add_argument("--moe-csv", type=Path, default=MOE_CSV)
     ap.add_argument("--json", action="store_true", help="print a JSON summary instead")
     ap.add_argument(
         "--write-bands",
@@ -310,6 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     results = [predict_row(r) for r in silicon.load_rows(args.csv)]
     summary = median_abs_errors(results)
     silicon_results, silicon_summary = silicon.score(args.silicon_csv)
+    silicon_rows = silicon.load_rows(args.silicon_csv)
+    fp4_ids = {r["id"] for r in silicon_rows if "fp4" in r["gemm_quant_mode"]}
+    fp4_summary = silicon.summarize_errors([r for r in silicon_results if r.row_id in fp4_ids])
+    moe_rows = [r for r in silicon.load_rows(args.moe_csv) if not r.get("duplicate_of")]
+    moe_results = [silicon.predict_silicon_row(r) for r in moe_rows]
+    moe_summary = silicon.summarize_errors(moe_results)
     if args.write_bands is not None:
         bands = write_bands(args.write_bands, results, silicon_results, args.silicon_csv)
         for q, e in bands.quantities.items():
@@ -323,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()
         }
         doc["silicon"] = silicon_summary
+        doc["fp4"] = fp4_summary
+        doc["moe"] = moe_summary
         print(json.dumps(doc))
         return 0
     head = ("id", "model", "gpu", "metric", "measured", "predicted", "err%")
@@ -342,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         flag = "" if n >= 5 else "  (fewer than 5 rows)"
         print(f"  {metric:27} {err:6.1f}%  over {n} rows{flag}")
     silicon.print_summary(silicon_results, silicon_summary)
+    print("\nFP4 block: the nvfp4 rows of the silicon CSV")
+    silicon.print_summary([r for r in silicon_results if r.row_id in fp4_ids], fp4_summary)
+    print(f"\nMoE block: distinct rows of {args.moe_csv.name}")
+    silicon.print_summary(moe_results, moe_summary)
     return 0
 
 
