@@ -145,6 +145,8 @@ def _ep_splits_experts(c: Any, ctx: Context) -> str | None:
     # Every GPU holds the same number of whole experts (vLLM's and SGLang's default placement).
     ep = c.tensor_parallel_size * c.data_parallel_size
     experts = ctx.model.num_experts
+    if c.expert_parallel and ep == 1:
+        return "expert_parallel needs a replica of 2 or more GPUs (TP x DP = 1)"
     if c.expert_parallel and ctx.model.is_moe and experts % ep:
         return f"expert parallel size {ep} (TP x DP) does not divide {experts} experts"
     return None
