@@ -26,16 +26,35 @@ CASES = {
         quantization="int4-awq", max_num_seqs=23, max_num_batched_tokens=11264,
         enable_prefix_caching=False, num_speculative_tokens=3, draft_model="llama-3.2-1b",
     ),
+    # MoE layouts: DeepSeek-V3 ships block FP8; one DP rank per GPU, experts split over all 8.
+    "deepseek-v3-fp8block-dp8-ep": EngineConfig(
+        quantization="fp8-block", data_parallel_size=8, expert_parallel=True, max_num_seqs=128,
+        max_num_batched_tokens=8192,
+    ),
+    # Attention TP 4 inside 2 DP ranks: TensorRT-LLM cannot express it (a refusal golden).
+    "qwen3-30b-a3b-nvfp4-tp4-dp2-ep": EngineConfig(
+        quantization="nvfp4", tensor_parallel_size=4, data_parallel_size=2, expert_parallel=True,
+        max_num_seqs=96, max_num_batched_tokens=4096,
+    ),
 }  # fmt: skip
+MODELS = {
+    "deepseek-v3-fp8block-dp8-ep": "deepseek-ai/DeepSeek-V3",
+    "qwen3-30b-a3b-nvfp4-tp4-dp2-ep": "Qwen/Qwen3-30B-A3B",
+}
 
 
 def _render(case: str, cfg: EngineConfig) -> dict[str, str]:
     metrics = Metrics(kv_capacity_tokens=412_336)
+    model = MODELS.get(case, MODEL)
     out: dict[str, str] = {}
-    for name, make in (("vllm", lambda: vllm.export(cfg, MODEL)),
-                       ("sglang", lambda: sglang.export(cfg, MODEL)),
-                       ("trtllm", lambda: trtllm.export(cfg, MODEL, metrics=metrics))):  # fmt: skip
-        exp = make()
+    for name, make in (("vllm", lambda: vllm.export(cfg, model)),
+                       ("sglang", lambda: sglang.export(cfg, model)),
+                       ("trtllm", lambda: trtllm.export(cfg, model, metrics=metrics))):  # fmt: skip
+        try:
+            exp = make()
+        except InputError as exc:  # the refusal is the engine's answer, pinned like an export
+            out[f"{case}.{name}.refused.txt"] = f"{exc}\n"
+            continue
         for fname, text in exp.files.items():
             out[f"{case}.{fname}"] = text
         out[f"{case}.{name}.notes.txt"] = "\n".join(exp.notes) + "\n"

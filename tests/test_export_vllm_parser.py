@@ -28,10 +28,15 @@ CONFIGS = [
     ),
     EngineConfig(quantization="fp8", kv_dtype="fp8", tensor_parallel_size=4,
                  enable_chunked_prefill=False, max_num_batched_tokens=16384),
+    EngineConfig(quantization="fp8-block", data_parallel_size=8, expert_parallel=True),
+    EngineConfig(quantization="nvfp4", tensor_parallel_size=4, data_parallel_size=2,
+                 expert_parallel=True),
+    EngineConfig(quantization="mxfp4", data_parallel_size=4),
 ]  # fmt: skip
+IDS = ["default", "awq-int8kv-ngram", "fp8-tp4", "fp8block-dp8-ep", "nvfp4-tp4-dp2-ep", "mxfp4-dp4"]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=["default", "awq-int8kv-ngram", "fp8-tp4"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
 def test_vllm_parser_accepts_args_and_yaml(parser, cfg: EngineConfig, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     version = vllm.__version__.rsplit(".", 1)[0]
     table_version = version if version in vllm_export.VERSIONS else vllm_export.LATEST
@@ -44,6 +49,10 @@ def test_vllm_parser_accepts_args_and_yaml(parser, cfg: EngineConfig, tmp_path: 
     assert parsed.enable_prefix_caching is cfg.enable_prefix_caching
     assert parsed.enable_chunked_prefill is cfg.enable_chunked_prefill
     assert parsed.block_size == cfg.block_size
+    assert parsed.data_parallel_size == cfg.data_parallel_size
+    assert parsed.enable_expert_parallel is cfg.expert_parallel
+    quant = vllm_export.VERSIONS[table_version].quantization[cfg.quantization].method
+    assert parsed.quantization == quant
     if cfg.num_speculative_tokens:
         assert parsed.speculative_config["num_speculative_tokens"] == cfg.num_speculative_tokens
     # The --config YAML must parse to exactly the same namespace.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["EngineExport", "draft_source", "shell_join"]
+from tuner.specs import Architecture, GPUProfile
+
+__all__ = ["EngineExport", "amd_fp8_note", "draft_source", "shell_join"]
 
 
 @dataclass(frozen=True)
@@ -45,3 +47,20 @@ def draft_source(draft_model: str) -> str:
     if draft_model in list_names("models"):
         return load_model(draft_model).hf_id or draft_model
     return draft_model
+
+
+def amd_fp8_note(engine: str, gpu: GPUProfile | None) -> str | None:
+    """Which FP8 encoding a ROCm build runs on this AMD GPU, or None off AMD (or GPU unknown)."""
+    # vLLM's and SGLang's is_fp8_fnuz() test for gfx94x: CDNA3 has no OCP FP8 (HIP fp8 docs).
+    if gpu is None or gpu.vendor != "amd":
+        return None
+    if gpu.architecture is Architecture.cdna3:
+        return (
+            f"{gpu.name} (CDNA3, gfx94x): {engine} on ROCm runs FP8 as e4m3fnuz and converts "
+            "OCP e4m3 checkpoints at load (weights re-encoded, scales doubled); no other "
+            "checkpoint is needed."
+        )
+    return (
+        f"{gpu.name} (CDNA4, gfx950): {engine} on ROCm runs FP8 as OCP e4m3 (e4m3fn), "
+        "the encoding NVIDIA checkpoints ship; they load unchanged."
+    )

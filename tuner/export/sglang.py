@@ -1,9 +1,16 @@
 """SGLang exporter: EngineConfig -> `python -m sglang.launch_server` arguments.
 
-Option names and value spellings from SGLang's `python/sglang/srt/server_args.py` (ServerArgs:
-QUANTIZATION_CHOICES, kv_cache_dtype choices, chunked_prefill_size = -1 disables chunking,
-disable_radix_cache, page_size, speculative_* options; read at sglang main 469c63e, the 0.5
-series) and `python/sglang/srt/speculative/spec_info.py` (NGRAM needs the overlap scheduler off).
+Option names and value spellings from SGLang 0.5.5 (PyPI wheel) `python/sglang/srt/server_args.py`
+(ServerArgs: QUANTIZATION_CHOICES with fp8 / modelopt_fp4 / mxfp4, kv_cache_dtype choices,
+chunked_prefill_size = -1 disables chunking, disable_radix_cache, page_size, speculative_*
+options; --tp-size, --dp-size, --enable-dp-attention, --ep-size: under DP attention --tp-size
+counts every GPU and each of the --dp-size ranks runs attention TP = tp_size / dp_size
+(`layers/dp_attention.py`), the chunk is divided by dp_size there and --max-running-requests
+in `managers/tp_worker.py`; NGRAM and STANDALONE speculation refuse DP attention) and
+`python/sglang/srt/speculative/spec_info.py` (NGRAM needs the overlap scheduler off).
+`configs/model_config.py` _verify_quantization: the flag must match the checkpoint's method
+(ModelOpt NVFP4 -> modelopt_fp4). sglang 0.5.23 still accepts `--dp-size N
+--enable-dp-attention` but marks it deprecated for `--attn-dp-size N` (arg_groups/fields).
 """
 
 from __future__ import annotations
@@ -12,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, draft_source, shell_join
-from tuner.export.tables import ROWS, Row, check_rows, row_args, row_options
-from tuner.specs import EngineConfig, Quantization
+from tuner.export.bundle import EngineExport, amd_fp8_note, draft_source, shell_join
+from tuner.export.tables import ROWS, Row, check_rows, fp8_anywhere, layout, row_args, row_options
+from tuner.specs import EngineConfig, GPUProfile, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "SGLangOptions", "export", "launch_args"]
 
@@ -42,8 +49,16 @@ class SGLangOptions:
 
 
 _Q = QuantSpelling
+_FP8_BLOCK = (
+    "a block-scaled FP8 checkpoint (quant_method fp8, weight_block_size [128, 128]; "
+    "DeepSeek-V3 and Qwen3-*-FP8 ship one)"
+)
+_NVFP4 = "an NVFP4 checkpoint exported by NVIDIA ModelOpt (hf_ptq.py --qformat nvfp4)"
+_MXFP4 = "an MXFP4 checkpoint (quant_method mxfp4, MoE experts only; gpt-oss ships one)"
 VERSIONS: dict[str, SGLangOptions] = {
     "0.5": SGLangOptions(
+        # Kept byte-for-byte for the golden .sh headers; the spellings were re-checked against
+        # 0.5.5 (module docstring), 469c63e itself being a much older commit.
         source="sglang 0.5 (main 469c63e) python/sglang/srt/server_args.py",
         flags={
             "model": "--model-path",
@@ -74,6 +89,9 @@ VERSIONS: dict[str, SGLangOptions] = {
             Quantization.int4_gptq: _Q(
                 "float16", "quantization", "gptq_marlin", "a pre-quantized GPTQ int4 checkpoint"
             ),
+            Quantization.fp8_block: _Q("bfloat16", "quantization", "fp8", _FP8_BLOCK),
+            Quantization.nvfp4: _Q("bfloat16", "quantization", "modelopt_fp4", _NVFP4),
+            Quantization.mxfp4: _Q("bfloat16", "quantization", "mxfp4", _MXFP4),
         },  # fmt: skip
         rows=ROWS["sglang"]["0.5"],
         ngram="NGRAM",
@@ -91,6 +109,9 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
     f = opts.flags
     engine = f"SGLang {version}"
     check_rows(opts.rows, config, engine)
+    if config.num_speculative_tokens and config.draft_model and layout(config).dp > 1:
+        raise InputError(f"{engine} runs no speculative decoding (NGRAM or STANDALONE) with DP "
+                         "attention (server_args.py _handle_speculative_decoding)")  # fmt: skip
     quant = opts.quantization[config.quantization]
     args = [f["model"], model, f["dtype"], quant.dtype]
     if quant.option is not None and quant.value is not None:
@@ -115,8 +136,10 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
     return args
 
 
-def export(config: EngineConfig, model: str, *, version: str = LATEST) -> EngineExport:
-    """SGLang launch recipe and caveats."""
+def export(
+    config: EngineConfig, model: str, *, version: str = LATEST, gpu: GPUProfile | None = None
+) -> EngineExport:
+    """SGLang launch recipe and caveats (ROCm ones when `gpu` is given)."""
     args = launch_args(config, model, version=version)
     command = shell_join(["python", "-m", "sglang.launch_server", *args])
     quant = VERSIONS[version].quantization[config.quantization]
@@ -126,6 +149,9 @@ def export(config: EngineConfig, model: str, *, version: str = LATEST) -> Engine
                      "--model-path.")  # fmt: skip
     if config.quantization is Quantization.int8_wo:
         notes.append("int8-wo quantizes at load time through torchao (pip install torchao).")
+    notes += _layout_notes(config)
+    amd = amd_fp8_note("SGLang", gpu) if fp8_anywhere(config) else None
+    notes += [amd] if amd else []
     notes.append(
         "--mem-fraction-static covers weights + KV pool (vLLM's gpu_memory_utilization also "
         "covers activations); lower it if SGLang reports out-of-memory at startup."
@@ -140,3 +166,22 @@ def export(config: EngineConfig, model: str, *, version: str = LATEST) -> Engine
         },  # fmt: skip
         notes=notes,
     )
+
+
+def _layout_notes(config: EngineConfig) -> list[str]:
+    shape = layout(config)
+    notes = []
+    if shape.dp > 1:
+        notes.append(
+            f"DP attention: --tp-size {shape.gpus} counts every GPU; each of the {shape.dp} "
+            f"ranks runs attention TP {shape.tp}. SGLang divides --max-running-requests and "
+            "--chunked-prefill-size by --dp-size, so both are the per-rank limit x DP. Its "
+            "DP attention covers DeepSeek-V2/V3 and Qwen2/3-MoE models (server_args.py)."
+        )
+    if shape.ep:
+        notes.append(
+            f"expert parallel: --ep-size {shape.gpus} puts whole experts on each GPU; the "
+            "default --moe-a2a-backend none gathers tokens, deepep dispatches them all-to-all "
+            "(needs DeepEP installed)."
+        )
+    return notes

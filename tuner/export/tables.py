@@ -4,6 +4,10 @@ A row maps a registered knob to an engine option and how its value is written; t
 emit their rows in table order, so adding a knob that an engine takes as a plain option is one
 row here. Quantization and speculative decoding need more than one option each and stay in
 their exporter's own code. Sources of the spellings are in each exporter's module docstring.
+
+This is the one exporter module that names the parallel-layout knobs: the engines count the
+GPUs of a DP-attention replica differently (vLLM: TP per DP rank; SGLang and TensorRT-LLM: every
+GPU), so the rows compute those counts here and the exporters read `layout()`.
 """
 
 from __future__ import annotations
@@ -14,36 +18,113 @@ from enum import Enum
 from typing import Any
 
 from tuner.errors import InputError
-from tuner.knobs import KVDtype, get
+from tuner.knobs import KVDtype, Quantization, get
 from tuner.specs import EngineConfig
 
-__all__ = ["ROWS", "Row", "check_rows", "put", "row_args", "row_options", "row_tree"]
+__all__ = [
+    "FLAG",
+    "ROWS",
+    "Layout",
+    "Row",
+    "check_rows",
+    "fp8_anywhere",
+    "layout",
+    "put",
+    "row_args",
+    "row_options",
+    "row_tree",
+]
 
 Spelling = Mapping[Any, str] | Callable[[Any, EngineConfig], object] | str | None
 NEGATABLE = "negatable"  # a boolean flag: --x when on, --no-x when off
 FLAG_WHEN_OFF = "flag-when-off"  # a bare flag present only when the knob is off
+# What a computing `spell` may return besides a value: FLAG = a bare flag (`true` in a YAML
+# tree), None = leave the option out (the engine's default already says it).
+FLAG = object()
 
 
 @dataclass(frozen=True)
 class Row:
     """One knob as one engine option: `spell` maps values (a dict), computes them (a callable
-    of value and config), names a boolean style, or is None (the value as it is)."""
+    of value and config, which may return FLAG or None), names a boolean style, or is None
+    (the value as it is)."""
 
     knob: str
     option: str
     spell: Spelling = None
 
 
+@dataclass(frozen=True)
+class Layout:
+    """One replica's parallel shape: attention TP inside each of `dp` ranks; `ep` = experts
+    split over all `gpus` by expert parallelism (else tensor-parallel-sharded over them)."""
+
+    tp: int
+    dp: int
+    ep: bool
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the replica: every DP rank holds a TP group."""
+        return self.tp * self.dp
+
+
+def layout(config: EngineConfig) -> Layout:
+    """The parallel shape of `config`, for exporters that need it beyond their rows."""
+    return Layout(config.tensor_parallel_size, config.data_parallel_size, config.expert_parallel)
+
+
+def fp8_anywhere(config: EngineConfig) -> bool:
+    """Whether weights or the KV cache are stored as FP8 (the ROCm e4m3 flavour matters)."""
+    weights = config.quantization in (Quantization.fp8, Quantization.fp8_block)
+    return weights or config.kv_dtype is KVDtype.fp8
+
+
+def _above_one(value: int, config: EngineConfig) -> int | None:
+    return value if value > 1 else None
+
+
+def _flag_when_on(on: bool, config: EngineConfig) -> object:
+    return FLAG if on else None
+
+
+def _dp_flag(dp: int, config: EngineConfig) -> object:
+    return FLAG if dp > 1 else None
+
+
+def _all_gpus(tp: int, config: EngineConfig) -> int:
+    # SGLang's --tp-size and TensorRT-LLM's tp_size count every GPU of a DP-attention replica.
+    return layout(config).gpus
+
+
+def _ep_all_gpus(on: bool, config: EngineConfig) -> int | None:
+    return layout(config).gpus if on else None
+
+
+def _ep_moe_tp(on: bool, config: EngineConfig) -> int | None:
+    # TensorRT-LLM's Mapping needs moe_tp x moe_ep = tp_size; experts whole on each GPU.
+    return 1 if on else None
+
+
+def _per_replica(per_rank: int, config: EngineConfig) -> int:
+    # SGLang divides --max-running-requests by --dp-size under DP attention (tp_worker.py);
+    # our limit is per DP rank, as vLLM's and TensorRT-LLM's schedulers count it.
+    return per_rank * layout(config).dp
+
+
 def _sglang_chunk(on: bool, config: EngineConfig) -> int:
     # SGLang splits vLLM's token budget in two (chunk size, prefill cap); -1 disables chunking.
-    return config.max_num_batched_tokens if on else -1
+    # Under DP attention it divides the chunk by --dp-size (server_args.py), so scale it back.
+    return _per_replica(config.max_num_batched_tokens, config) if on else -1
 
 
 _VLLM = (
     Row("kv_dtype", "--kv-cache-dtype", {KVDtype.auto: "auto", KVDtype.fp8: "fp8"}),
     Row("max_num_seqs", "--max-num-seqs"),
     Row("max_num_batched_tokens", "--max-num-batched-tokens"),
-    Row("tensor_parallel_size", "--tensor-parallel-size"),
+    Row("tensor_parallel_size", "--tensor-parallel-size"),  # per DP rank
+    Row("data_parallel_size", "--data-parallel-size", _above_one),
+    Row("expert_parallel", "--enable-expert-parallel", _flag_when_on),
     Row("gpu_memory_utilization", "--gpu-memory-utilization"),
     Row("block_size", "--block-size"),
     Row("enable_prefix_caching", "--enable-prefix-caching", NEGATABLE),
@@ -60,10 +141,13 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
     "sglang": {
         "0.5": (
             Row("kv_dtype", "--kv-cache-dtype", {KVDtype.auto: "auto", KVDtype.fp8: "fp8_e4m3"}),
-            Row("max_num_seqs", "--max-running-requests"),
+            Row("max_num_seqs", "--max-running-requests", _per_replica),
             Row("enable_chunked_prefill", "--chunked-prefill-size", _sglang_chunk),
             Row("max_num_batched_tokens", "--max-prefill-tokens"),
-            Row("tensor_parallel_size", "--tp-size"),
+            Row("tensor_parallel_size", "--tp-size", _all_gpus),
+            Row("data_parallel_size", "--enable-dp-attention", _dp_flag),
+            Row("data_parallel_size", "--dp-size", _above_one),
+            Row("expert_parallel", "--ep-size", _ep_all_gpus),
             Row("gpu_memory_utilization", "--mem-fraction-static"),
             Row("block_size", "--page-size"),
             Row("enable_prefix_caching", "--disable-radix-cache", FLAG_WHEN_OFF),
@@ -71,7 +155,8 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
     },
     "trtllm-serve": {
         "1.0": (
-            Row("tensor_parallel_size", "--tp_size"),
+            Row("tensor_parallel_size", "--tp_size", _all_gpus),
+            Row("expert_parallel", "--ep_size", _ep_all_gpus),
             Row("max_num_seqs", "--max_batch_size"),
             Row("max_num_batched_tokens", "--max_num_tokens"),
             Row("gpu_memory_utilization", "--kv_cache_free_gpu_memory_fraction"),
@@ -84,6 +169,8 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
             Row("enable_prefix_caching", "kv_cache_config.enable_block_reuse"),
             Row("gpu_memory_utilization", "kv_cache_config.free_gpu_memory_fraction"),
             Row("block_size", "kv_cache_config.tokens_per_block"),
+            Row("data_parallel_size", "enable_attention_dp", _dp_flag),
+            Row("expert_parallel", "moe_tensor_parallel_size", _ep_moe_tp),
         ),
     },
 }
@@ -126,8 +213,10 @@ def row_args(rows: tuple[Row, ...], config: EngineConfig, engine: str) -> list[s
             args.append(row.option if on else "--no-" + row.option.removeprefix("--"))
         elif row.spell == FLAG_WHEN_OFF:
             args += [] if on else [row.option]
-        else:
-            args += [row.option, _text(_value(row, config))]
+        elif (value := _value(row, config)) is FLAG:
+            args.append(row.option)
+        elif value is not None:
+            args += [row.option, _text(value)]
     return args
 
 
@@ -137,7 +226,9 @@ def row_tree(
     """Add the rows to a nested mapping (dotted options = nested keys), in table order."""
     check_rows(rows, config, engine)
     for row in rows:
-        put(tree, row.option, _value(row, config))
+        value = _value(row, config)
+        if value is not None:
+            put(tree, row.option, True if value is FLAG else value)
     return tree
 
 

@@ -6,7 +6,13 @@ Names from TensorRT-LLM 1.0: `tensorrt_llm/commands/serve.py` (trtllm-serve opti
 enable_block_reuse, free_gpu_memory_fraction, max_tokens, tokens_per_block; LlmArgs:
 enable_chunked_prefill, dtype, speculative_config with decoding_type NGram / DraftTarget).
 The PyTorch backend reads quantization from the checkpoint (ModelOpt `hf_quant_config.json`
-or the HF `quantization_config`); it does not quantize at load time.
+or the HF `quantization_config`: FP8_BLOCK_SCALES, NVFP4, W4A16_MXFP4 for gpt-oss); it does not
+quantize at load time. Parallelism (serve.py: --tp_size = --tensor_parallel_size,
+--ep_size = --moe_expert_parallel_size; llm_args.py: enable_attention_dp,
+moe_tensor_parallel_size, moe_expert_parallel_size): tp_size counts every GPU, and with
+enable_attention_dp each GPU is one attention DP rank with attention TP 1 (the PyTorch modules
+use `1 if mapping.enable_attention_dp else mapping.tp_size`), so attention TP > 1 inside DP
+ranks cannot be expressed. TensorRT-LLM is CUDA-only: no build for AMD GPUs.
 """
 
 from __future__ import annotations
@@ -18,8 +24,17 @@ import yaml
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport, draft_source, shell_join
-from tuner.export.tables import ROWS, Row, check_rows, put, row_args, row_options, row_tree
-from tuner.specs import EngineConfig, Metrics, Quantization
+from tuner.export.tables import (
+    ROWS,
+    Row,
+    check_rows,
+    layout,
+    put,
+    row_args,
+    row_options,
+    row_tree,
+)
+from tuner.specs import EngineConfig, GPUProfile, Metrics, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "TRTLLMOptions", "export", "extra_options", "serve_args"]
 
@@ -63,6 +78,15 @@ VERSIONS: dict[str, TRTLLMOptions] = {
             Quantization.int8: _MODELOPT.format("int8_sq"),
             Quantization.int4_awq: _MODELOPT.format("int4_awq"),
             Quantization.int4_gptq: "a pre-quantized GPTQ int4 checkpoint (HF format)",
+            Quantization.fp8_block: (
+                "a block-scaled FP8 checkpoint (HF quantization_config quant_method fp8, "
+                "weight_block_size [128, 128]; DeepSeek-V3 and Qwen3-*-FP8 ship one), read as "
+                "FP8_BLOCK_SCALES"
+            ),
+            Quantization.nvfp4: _MODELOPT.format("nvfp4"),
+            Quantization.mxfp4: (
+                "an MXFP4 checkpoint (gpt-oss ships one, read as W4A16_MXFP4 MoE experts)"
+            ),
         },
         unsupported={
             Quantization.int8_wo: (
@@ -87,6 +111,13 @@ def _options(version: str) -> TRTLLMOptions:
 def _check_supported(config: EngineConfig, opts: TRTLLMOptions, version: str) -> None:
     if config.quantization in opts.unsupported:
         raise InputError(f"TensorRT-LLM {version}: {opts.unsupported[config.quantization]}")
+    shape = layout(config)
+    if shape.dp > 1 and shape.tp > 1:
+        raise InputError(
+            f"TensorRT-LLM {version}: attention DP runs attention TP 1 on each GPU, so "
+            f"tensor_parallel_size={shape.tp} inside {shape.dp} DP ranks cannot be expressed; "
+            f"use tp 1 x dp {shape.gpus}"
+        )
     for rows in (opts.cli_rows, opts.key_rows):
         check_rows(rows, config, f"TensorRT-LLM {version}")
 
@@ -136,10 +167,18 @@ def extra_options(
 
 
 def export(
-    config: EngineConfig, model: str, *, metrics: Metrics | None = None, version: str = LATEST
+    config: EngineConfig,
+    model: str,
+    *,
+    metrics: Metrics | None = None,
+    version: str = LATEST,
+    gpu: GPUProfile | None = None,
 ) -> EngineExport:
-    """trtllm-serve command, its extra options YAML, and caveats."""
+    """trtllm-serve command, its extra options YAML, and caveats (refuses an AMD `gpu`)."""
     opts = _options(version)
+    if gpu is not None and gpu.vendor != "nvidia":
+        raise InputError(f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
+                         "is AMD: use vLLM or SGLang on ROCm")  # fmt: skip
     args = serve_args(config, model, version=version)
     command = shell_join(["trtllm-serve", *args])
     extra = extra_options(config, metrics=metrics, version=version)
@@ -147,6 +186,7 @@ def export(
     if config.quantization in opts.checkpoint:
         notes.append(f"{config.quantization.value} needs {opts.checkpoint[config.quantization]}; "
                      "serve that checkpoint instead of the original model.")  # fmt: skip
+    notes += _layout_notes(config)
     return EngineExport(
         engine="trtllm",
         version=version,
@@ -158,3 +198,19 @@ def export(
         },
         notes=notes,
     )
+
+
+def _layout_notes(config: EngineConfig) -> list[str]:
+    shape = layout(config)
+    notes = []
+    if shape.dp > 1:
+        notes.append(
+            f"attention DP: --tp_size {shape.gpus} counts every GPU, each one attention DP rank "
+            "(enable_attention_dp); --max_batch_size and --max_num_tokens are per rank."
+        )
+    if shape.ep:
+        notes.append(
+            f"expert parallel: --ep_size {shape.gpus} with moe_tensor_parallel_size 1 puts whole "
+            "experts on each GPU (moe_tp x moe_ep = tp_size)."
+        )
+    return notes

