@@ -92,9 +92,10 @@ def test_expert_parallelism_never_raises_per_gpu_expert_memory(tp, dp):
     wl = Workload(input_tokens=512, output_tokens=64)
     plain = EngineConfig(tensor_parallel_size=tp, data_parallel_size=dp)
     ep = plain.model_copy(update={"expert_parallel": True})
-    assert plan_memory(model, gpu, ep, wl).weights_bytes <= plan_memory(
-        model, gpu, plain, wl
-    ).weights_bytes
+    assert (
+        plan_memory(model, gpu, ep, wl).weights_bytes
+        <= plan_memory(model, gpu, plain, wl).weights_bytes
+    )
     # Spreading experts over more GPUs never adds expert bytes to one GPU.
     assert routed_params_per_gpu(model, tp, dp) <= routed_params_per_gpu(model, tp, 1)
 
@@ -130,9 +131,7 @@ def test_expert_parallel_decode_is_not_slower_than_tp_sharded_on_one_gpu_set():
     # and EP with DP attention shrinks the per-GPU attention work.
     model, gpu = moe_spec(), load_gpu("h200-sxm")
     tp8 = step_cost_model(model, gpu, EngineConfig(tensor_parallel_size=8))
-    dp8 = step_cost_model(
-        model, gpu, EngineConfig(data_parallel_size=8, expert_parallel=True)
-    )
+    dp8 = step_cost_model(model, gpu, EngineConfig(data_parallel_size=8, expert_parallel=True))
     assert 0 < dp8.decode_step_s(256, 2048) < float("inf")
     assert dp8.decode_attn_s_per_ctx() < tp8.decode_attn_s_per_ctx() * 8
 

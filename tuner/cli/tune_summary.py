@@ -24,7 +24,8 @@ def short_config(c: EngineConfig) -> str:
     spec = f" {c.draft_model}x{c.num_speculative_tokens}" if c.num_speculative_tokens else ""
     prefix = "" if c.enable_prefix_caching else " no-prefix"
     layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
-        " ep" if c.expert_parallel else "")
+        " ep" if c.expert_parallel else ""
+    )
     return (f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
             f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
 

@@ -130,10 +130,13 @@ class StepCostModel:
     def decode_attn_s_per_ctx(self, queries_per_seq: float = 1.0) -> float:
         """Attention seconds per context token of a decoding sequence (KV read once per step)."""
         flops = self.decode_attn_flops_per_ctx or self.attn_flops_per_ctx
-        return max(
-            queries_per_seq * flops / self.attn_flops_per_s,
-            self.kv_bytes_per_ctx / self.kv_bytes_per_s,
-        ) / self.dp
+        return (
+            max(
+                queries_per_seq * flops / self.attn_flops_per_s,
+                self.kv_bytes_per_ctx / self.kv_bytes_per_s,
+            )
+            / self.dp
+        )
 
     def prefill_attn_s(self, chunk: float, ctx_before: float) -> float:
         """Causal attention of a `chunk`-token prefill chunk after `ctx_before` cached tokens."""

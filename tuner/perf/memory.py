@@ -144,8 +144,14 @@ def activation_workspace_bytes(model: ModelSpec, config: EngineConfig) -> float:
     tp = config.tensor_parallel_size
     tokens = config.max_num_batched_tokens
     if model.is_moe:
-        mlp_width = max(model.intermediate_size, model.expert_intermediate_size * (
-            model.num_experts_per_tok + model.num_shared_experts)) / tp
+        mlp_width = (
+            max(
+                model.intermediate_size,
+                model.expert_intermediate_size
+                * (model.num_experts_per_tok + model.num_shared_experts),
+            )
+            / tp
+        )
     else:
         mlp_width = model.intermediate_size / tp
     # residual, normed input, attention output, qkv (~4 x hidden) + gate/up/act (3 x mlp width)
