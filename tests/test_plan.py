@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -68,11 +68,16 @@ def test_more_load_never_needs_fewer_replicas(a: float, b: float, cap: float, he
 
 
 @given(st.floats(0.01, 1e4), st.floats(0.01, 1e3), st.floats(0.0, 1.0))
+@example(0.01171875, 0.01171875, 1e-9)
+@example(1.0, 1.0, 1e-9)
 def test_replicas_leave_the_stated_headroom(target: float, cap: float, head: float) -> None:
     n = replicas_needed(target, cap, head)
-    assert n * cap >= target * (1 + head) * (1 - 1e-9)
-    assert n == 1 or (n - 1) * cap < target * (1 + head)
-    assert utilisation(target, n, cap) <= 1 / (1 + head) + 1e-9
+    # replicas_needed forgives float noise of up to 1e-9 replica (an exact multiple must not add
+    # one), so the headroom holds to that tolerance, not exactly (head=1e-9 found the gap).
+    ratio = target * (1 + head) / cap
+    assert n >= ratio - 2e-9
+    assert n == 1 or n - 1 < ratio
+    assert utilisation(target, n, cap) <= (1 + 2e-9) / (1 + head)
 
 
 def test_cost_and_energy_arithmetic() -> None:
