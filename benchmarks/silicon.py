@@ -403,10 +403,13 @@ def print_summary(results: list[SiliconResult], summary: dict[str, dict[str, flo
     print(f"\nsilicon rows (closed-loop mean TTFT/TPOT), {len(results)} rows:")
     for reason, count in sorted(skipped.items()):
         print(f"  skipped {count}: {reason}")
-    print(f"  {'engine':8} {'rows':>5} {'TTFT |err|':>11} {'TPOT |err|':>11} {'TTFT bias':>10}")
+    width = max([8, *map(len, summary)])  # protocol names are longer than engine names
+    print(
+        f"  {'engine':{width}} {'rows':>5} {'TTFT |err|':>11} {'TPOT |err|':>11} {'TTFT bias':>10}"
+    )
     for name, s in summary.items():
         print(
-            f"  {name:8} {s['rows']:5d} {s['ttft_median_abs_pct']:10.1f}% "
+            f"  {name:{width}} {s['rows']:5d} {s['ttft_median_abs_pct']:10.1f}% "
             f"{s['tpot_median_abs_pct']:10.1f}% {s['ttft_median_signed_pct']:+9.1f}%"
         )
 
