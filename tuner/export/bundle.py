@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tuner.specs import Architecture, GPUProfile
+from tuner.specs import Architecture, GPUProfile, Quantization
 
-__all__ = ["EngineExport", "amd_fp8_note", "draft_source", "shell_join"]
+__all__ = ["EngineExport", "amd_fp8_note", "draft_source", "native_fp4_refusal", "shell_join"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,13 @@ def amd_fp8_note(engine: str, gpu: GPUProfile | None) -> str | None:
         f"{gpu.name} (CDNA4, gfx950): {engine} on ROCm runs FP8 as OCP e4m3 (e4m3fn), "
         "the encoding NVIDIA checkpoints ship; they load unchanged."
     )
+
+
+def native_fp4_refusal(engine: str, quant: Quantization, gpu: GPUProfile | None) -> str | None:
+    """Why an engine without an FP4 fallback cannot serve nvfp4 on `gpu`, or None when it can."""
+    # SGLang's ModelOptFp4Config and TensorRT-LLM's NVFP4 kernels need SM100+ (Blackwell FP4
+    # tensor cores); only vLLM has a weight-only (Marlin) path for older GPUs.
+    if quant is not Quantization.nvfp4 or gpu is None or gpu.supports_fp4:
+        return None
+    return (f"{engine} runs nvfp4 only on GPUs with FP4 tensor cores (Blackwell); {gpu.name} has "
+            "none: use vLLM (weight-only FP4 fallback) or an fp8 / int4 checkpoint")  # fmt: skip

@@ -19,7 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, amd_fp8_note, draft_source, shell_join
+from tuner.export.bundle import (
+    EngineExport,
+    amd_fp8_note,
+    draft_source,
+    native_fp4_refusal,
+    shell_join,
+)
 from tuner.export.tables import ROWS, Row, check_rows, fp8_anywhere, layout, row_args, row_options
 from tuner.specs import EngineConfig, GPUProfile, Quantization
 
@@ -140,6 +146,8 @@ def export(
     config: EngineConfig, model: str, *, version: str = LATEST, gpu: GPUProfile | None = None
 ) -> EngineExport:
     """SGLang launch recipe and caveats (ROCm ones when `gpu` is given)."""
+    if refusal := native_fp4_refusal(f"SGLang {version}", config.quantization, gpu):
+        raise InputError(refusal)
     args = launch_args(config, model, version=version)
     command = shell_join(["python", "-m", "sglang.launch_server", *args])
     quant = VERSIONS[version].quantization[config.quantization]

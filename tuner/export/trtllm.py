@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import yaml
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, draft_source, shell_join
+from tuner.export.bundle import EngineExport, draft_source, native_fp4_refusal, shell_join
 from tuner.export.tables import (
     ROWS,
     Row,
@@ -179,6 +179,8 @@ def export(
     if gpu is not None and gpu.vendor != "nvidia":
         raise InputError(f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
                          "is AMD: use vLLM or SGLang on ROCm")  # fmt: skip
+    if refusal := native_fp4_refusal(f"TensorRT-LLM {version}", config.quantization, gpu):
+        raise InputError(refusal)
     args = serve_args(config, model, version=version)
     command = shell_join(["trtllm-serve", *args])
     extra = extra_options(config, metrics=metrics, version=version)
