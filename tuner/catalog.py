@@ -91,9 +91,11 @@ class _NoAliasLoader(yaml.SafeLoader):
         """Refuse an alias where it appears; compose every other node as SafeLoader does."""
         if self.check_event(yaml.AliasEvent):
             raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not allowed; write the value out",
+                None,
+                None,
+                "YAML aliases (*name) are not allowed; write the value out",
                 self.peek_event().start_mark,
-            )  # fmt: skip
+            )
         return super().compose_node(parent, index)
 
 

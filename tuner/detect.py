@@ -68,8 +68,13 @@ def match_profile(nvml_name: str, memory_gib: float | None = None) -> GPUProfile
 
 def _detected(index: int, name: str, mem_gib: float, vendor: str) -> DetectedGPU:
     prof = match_profile(name, mem_gib)
-    return DetectedGPU(index=index, name=name, memory_gib=round(mem_gib, 1),
-                       profile=prof.name if prof else None, vendor=vendor)  # fmt: skip
+    return DetectedGPU(
+        index=index,
+        name=name,
+        memory_gib=round(mem_gib, 1),
+        profile=prof.name if prof else None,
+        vendor=vendor,
+    )
 
 
 def detect_gpus() -> list[DetectedGPU] | str:
@@ -135,6 +140,8 @@ def local_gpu_profile(backend: str) -> tuple[str | GPUProfile, str]:
         )
     gpu = found[0]
     if gpu.profile is None:
-        raise InputError(f"--gpu not given and the local {gpu.name} matches no profile; pass "
-                         "--gpu NAME or a profile YAML (see `tuner profiles`)")  # fmt: skip
+        raise InputError(
+            f"--gpu not given and the local {gpu.name} matches no profile; pass "
+            "--gpu NAME or a profile YAML (see `tuner profiles`)"
+        )
     return gpu.profile, f"--gpu not given: measuring on GPU 0, {gpu.name} (profile {gpu.profile})"

@@ -111,12 +111,17 @@ def _hf_name(gguf_name: str) -> str:
 
 # Integer metadata of a llama GGUF file: our key -> GGUF field.
 _INT_FIELDS = {
-    "layers": "llama.block_count", "hidden": "llama.embedding_length",
-    "intermediate": "llama.feed_forward_length", "heads": "llama.attention.head_count",
-    "kv_heads": "llama.attention.head_count_kv", "context": "llama.context_length",
-    "vocab": "llama.vocab_size", "bos": "tokenizer.ggml.bos_token_id",
-    "eos": "tokenizer.ggml.eos_token_id", "pad": "tokenizer.ggml.padding_token_id",
-}  # fmt: skip
+    "layers": "llama.block_count",
+    "hidden": "llama.embedding_length",
+    "intermediate": "llama.feed_forward_length",
+    "heads": "llama.attention.head_count",
+    "kv_heads": "llama.attention.head_count_kv",
+    "context": "llama.context_length",
+    "vocab": "llama.vocab_size",
+    "bos": "tokenizer.ggml.bos_token_id",
+    "eos": "tokenizer.ggml.eos_token_id",
+    "pad": "tokenizer.ggml.padding_token_id",
+}
 
 
 def _convert_weights(gguf_path: Path, out: Path) -> dict[str, Any]:

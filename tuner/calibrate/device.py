@@ -119,15 +119,19 @@ def _cuda(torch: Any) -> tuple[GPUProfile, DeviceMeasurement]:
     }
     name = torch.cuda.get_device_name()
     summary = ", ".join(f"{k} {v:.1f}" for k, v in measured.items())
-    return base.model_copy(update={
-        "name": f"{base.name}-calibrated",
-        "memory_bandwidth_gbps": round(copy_gbps, 1),
-        "fp16_tflops": round(max(measured["float16_tflops"], measured["bfloat16_tflops"]), 1),
-        "fp8_tflops": round(measured["fp8_tflops"], 1),
-        "int8_tops": round(measured["int8_tops"], 1),
-        "source": f"calibrated on this host's {name} by tuner calibrate ({summary}); "
-                  f"other figures from {base.source}",
-    }), measured  # fmt: skip
+    return base.model_copy(
+        update={
+            "name": f"{base.name}-calibrated",
+            "memory_bandwidth_gbps": round(copy_gbps, 1),
+            "fp16_tflops": round(max(measured["float16_tflops"], measured["bfloat16_tflops"]), 1),
+            "fp8_tflops": round(measured["fp8_tflops"], 1),
+            "int8_tops": round(measured["int8_tops"], 1),
+            "source": (
+                f"calibrated on this host's {name} by tuner calibrate ({summary}); "
+                f"other figures from {base.source}"
+            ),
+        }
+    ), measured
 
 
 def measure_device(device: str) -> tuple[GPUProfile, DeviceMeasurement]:

@@ -80,8 +80,9 @@ def residual_summary(log_errors: np.ndarray, kinds: Sequence[str]) -> dict[str, 
 class _Problem:
     """The residual function of one fit: log parameters -> log(predicted / measured)."""
 
-    def __init__(self, predict: Predictor, measured: np.ndarray, start: Efficiency,
-                 names: Sequence[str]) -> None:  # fmt: skip
+    def __init__(
+        self, predict: Predictor, measured: np.ndarray, start: Efficiency, names: Sequence[str]
+    ) -> None:
         self.predict, self.start, self.names = predict, start, list(names)
         self.log_measured = np.log(np.asarray(measured, dtype=float))
         self.base = np.array([_clip(n, getattr(start, n)) for n in self.names])
@@ -106,8 +107,9 @@ class _Problem:
         """The objective at `x`: squared log errors plus the prior's squared terms."""
         return float(np.sum(self.residuals(x, active) ** 2) + np.sum((prior * x) ** 2))
 
-    def solve(self, active: Sequence[int], x0: np.ndarray, diff_step: float,
-              prior: float) -> np.ndarray:  # fmt: skip
+    def solve(
+        self, active: Sequence[int], x0: np.ndarray, diff_step: float, prior: float
+    ) -> np.ndarray:
         """Bounded trust-region least squares over the active parameters from `x0`."""
         if not active:
             return np.zeros(0)
@@ -118,10 +120,17 @@ class _Problem:
             return np.concatenate([self.residuals(x, active), prior * x])
 
         result = least_squares(
-            fun, np.clip(x0, lo, hi), bounds=(lo, hi),
-            method="trf", diff_step=diff_step, x_scale=1.0, max_nfev=60 * (len(active) + 1),
-            ftol=1e-12, xtol=1e-10, gtol=1e-12,
-        )  # fmt: skip
+            fun,
+            np.clip(x0, lo, hi),
+            bounds=(lo, hi),
+            method="trf",
+            diff_step=diff_step,
+            x_scale=1.0,
+            max_nfev=60 * (len(active) + 1),
+            ftol=1e-12,
+            xtol=1e-10,
+            gtol=1e-12,
+        )
         return np.asarray(result.x)
 
     def identified(self, x: np.ndarray, diff_step: float) -> list[int]:

@@ -35,10 +35,16 @@ class StepGrid:
 
     def samples(self) -> list[StepSample]:
         """Every shape of the grid, unmeasured."""
-        decode = [StepSample(kind="decode_step", batch=b, decode_ctx=c)
-                  for b in self.batch for c in self.context]  # fmt: skip
-        prefill = [StepSample(kind="prefill_step", chunk=n, ctx_before=c, logits=1)
-                   for n in self.chunk for c in (0, *self.context)]  # fmt: skip
+        decode = [
+            StepSample(kind="decode_step", batch=b, decode_ctx=c)
+            for b in self.batch
+            for c in self.context
+        ]
+        prefill = [
+            StepSample(kind="prefill_step", chunk=n, ctx_before=c, logits=1)
+            for n in self.chunk
+            for c in (0, *self.context)
+        ]
         return decode + prefill
 
 
@@ -59,9 +65,11 @@ class _StepTimer:
         seqs = max(grid.batch)
         per_seq = -(-longest // _BLOCK_SIZE)
         limits = EngineLimits(
-            max_num_seqs=seqs, max_num_batched_tokens=max(max(grid.chunk), seqs),
-            num_blocks=seqs * per_seq, block_size=_BLOCK_SIZE,
-        )  # fmt: skip
+            max_num_seqs=seqs,
+            max_num_batched_tokens=max(max(grid.chunk), seqs),
+            num_blocks=seqs * per_seq,
+            block_size=_BLOCK_SIZE,
+        )
         # As the torch backend builds it: Triton paged attention on CUDA.
         self.engine = Engine(model, limits, use_triton=cuda)
         self.vocab = model.spec.vocab_size

@@ -15,8 +15,14 @@ from tuner.calibration_schema import Calibration, CalibrationGrid
 from tuner.errors import InputError
 from tuner.specs import GPUProfile
 
-__all__ = ["build_calibration", "default_output", "host_label", "keep_acceptance",
-           "with_calibration", "write_profile"]  # fmt: skip
+__all__ = [
+    "build_calibration",
+    "default_output",
+    "host_label",
+    "keep_acceptance",
+    "with_calibration",
+    "write_profile",
+]
 
 _HEADER = (
     "# Device profile written by `tuner calibrate`: peaks measured on this host, efficiency\n"
@@ -30,8 +36,10 @@ def host_label(device_profile: GPUProfile, device: str, threads: int | None = No
     if device == "cpu":
         cores = os.cpu_count() or 1
         used = f", {threads} torch thread(s)" if threads else ""
-        return (f"{where}: {device_profile.display_name} - the CPU ({cores} cores{used}), "
-                "calibrated on this host's CPU by tuner calibrate, no GPU")  # fmt: skip
+        return (
+            f"{where}: {device_profile.display_name} - the CPU ({cores} cores{used}), "
+            "calibrated on this host's CPU by tuner calibrate, no GPU"
+        )
     return f"{where}: {device_profile.display_name} ({device}), calibrated by tuner calibrate"
 
 

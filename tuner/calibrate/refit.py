@@ -78,17 +78,20 @@ def fit_requests(
         raise ValueError("no feasible observation with a measured TTFT or TPOT to fit")
     used = sorted({i for i, *_ in targets})
     measured = np.array([v for *_, v in targets])
-    ctxs = {i: Context(model=model, gpu=gpu, sla=SLA(), workload=observations[i].workload)
-            for i in used}  # fmt: skip
+    ctxs = {
+        i: Context(model=model, gpu=gpu, sla=SLA(), workload=observations[i].workload) for i in used
+    }
 
     def predict(eff: Efficiency) -> np.ndarray:
         # The sim backend: validity rules, draft models resolved, failures as infeasible.
         sim = SimBackend(efficiency=eff)
         runs = {i: sim.evaluate(observations[i].config, ctxs[i]) for i in used}
-        return np.array([
-            getattr(runs[i], field).p50 if runs[i].feasible else _INFEASIBLE_FACTOR * value
-            for i, _, field, value in targets
-        ])  # fmt: skip
+        return np.array(
+            [
+                getattr(runs[i], field).p50 if runs[i].feasible else _INFEASIBLE_FACTOR * value
+                for i, _, field, value in targets
+            ]
+        )
 
     first = start if start is not None else efficiency_of(gpu.calibration)
     kinds = [name for _, name, _, _ in targets]
@@ -112,9 +115,10 @@ def _union(a: CalibrationGrid, b: CalibrationGrid) -> CalibrationGrid:
         return (min(x[0], y[0]), max(x[1], y[1]))
 
     return CalibrationGrid(
-        batch=span(a.batch, b.batch), context=span(a.context, b.context),
+        batch=span(a.batch, b.batch),
+        context=span(a.context, b.context),
         chunk=span(a.chunk, b.chunk),
-    )  # fmt: skip
+    )
 
 
 def refit_profile(gpu: GPUProfile, model: ModelSpec, observations: list[Observation]) -> GPUProfile:
@@ -129,8 +133,9 @@ def refit_profile(gpu: GPUProfile, model: ModelSpec, observations: list[Observat
     grid = observed_grid([o for o in observations if o.measured.feasible])
     old = gpu.calibration
     if old is None:
-        backend = next((o.measured.backend for o in observations
-                        if o.measured.backend in _MEASURING), "vllm")  # fmt: skip
+        backend = next(
+            (o.measured.backend for o in observations if o.measured.backend in _MEASURING), "vllm"
+        )
         calibration = Calibration(
             backend=backend,  # type: ignore[arg-type]
             model=model.name,

@@ -66,8 +66,9 @@ def calibrate_torch(
         torch.set_num_threads(before)  # the caller's process keeps its own setting
 
 
-def _calibrate(spec: ModelSpec, grid: StepGrid, device: str | None,
-               model_path: str | None, progress: Progress) -> Calibrated:  # fmt: skip
+def _calibrate(
+    spec: ModelSpec, grid: StepGrid, device: str | None, model_path: str | None, progress: Progress
+) -> Calibrated:
     import torch
 
     where = device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -38,22 +38,38 @@ class RequestRuns:
     def workloads(self) -> list[Workload]:
         """Every run as a closed-loop workload (one warm-up request each)."""
         prefill = [
-            Workload(input_tokens=p, output_tokens=4, concurrency=1, num_requests=3,
-                     warmup_requests=1, ramp_s=0.0)
+            Workload(
+                input_tokens=p,
+                output_tokens=4,
+                concurrency=1,
+                num_requests=3,
+                warmup_requests=1,
+                ramp_s=0.0,
+            )
             for p in self.prompts
-        ]  # fmt: skip
+        ]
         decode = [
-            Workload(input_tokens=c, output_tokens=self.output_tokens, concurrency=u,
-                     num_requests=u * self.requests_per_user, warmup_requests=1, ramp_s=0.0)
-            for u in self.users for c in self.contexts
-        ]  # fmt: skip
+            Workload(
+                input_tokens=c,
+                output_tokens=self.output_tokens,
+                concurrency=u,
+                num_requests=u * self.requests_per_user,
+                warmup_requests=1,
+                ramp_s=0.0,
+            )
+            for u in self.users
+            for c in self.contexts
+        ]
         return prefill + decode
 
 
 REQUEST_RUNS = RequestRuns(
-    prompts=(32, 256, 1024), users=(1, 4, 8), contexts=(128, 512), output_tokens=32,
+    prompts=(32, 256, 1024),
+    users=(1, 4, 8),
+    contexts=(128, 512),
+    output_tokens=32,
     requests_per_user=2,
-)  # fmt: skip
+)
 QUICK_RUNS = RequestRuns(
     prompts=(32, 512), users=(1, 4), contexts=(128,), output_tokens=16, requests_per_user=1
 )
@@ -77,9 +93,12 @@ def _measure_runs(
     measured = backend.evaluate_loads(config, ctx, runs)
     observations = []
     for wl, m in zip(runs, measured, strict=True):
-        progress(f"  isl {wl.input_tokens} osl {wl.output_tokens} users {wl.concurrency}: "
-                 f"TTFT p50 {m.ttft_ms.p50:.1f} ms, TPOT p50 {m.tpot_ms.p50:.1f} ms"
-                 if m.feasible else f"  run failed: {m.reason}")  # fmt: skip
+        progress(
+            f"  isl {wl.input_tokens} osl {wl.output_tokens} users {wl.concurrency}: "
+            f"TTFT p50 {m.ttft_ms.p50:.1f} ms, TPOT p50 {m.tpot_ms.p50:.1f} ms"
+            if m.feasible
+            else f"  run failed: {m.reason}"
+        )
         observations.append(Observation(config=config, workload=wl, measured=m))
     return observations
 

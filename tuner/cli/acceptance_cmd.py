@@ -95,22 +95,36 @@ def acceptance(
     as_json: Annotated[bool, typer.Option("--json", help="Print the curve as JSON")] = False,
 ) -> None:
     """Measure speculative acceptance per draft position (greedy, shipped chat/code prompts)."""
-    _check_flags(model=model, draft=draft, k=k, draft_quant=draft_quant,
-                 max_new_tokens=max_new_tokens, limit=limit)  # fmt: skip
+    _check_flags(
+        model=model,
+        draft=draft,
+        k=k,
+        draft_quant=draft_quant,
+        max_new_tokens=max_new_tokens,
+        limit=limit,
+    )
     try:
         import torch
 
         from tuner.engine.acceptance import load_prompts, measure_smollm2
     except ImportError as exc:
-        raise InputError(f"measuring acceptance needs the engine extra ({exc.name} missing): "
-                         "pip install 'tuner[engine,real]'") from exc  # fmt: skip
+        raise InputError(
+            f"measuring acceptance needs the engine extra ({exc.name} missing): "
+            "pip install 'tuner[engine,real]'"
+        ) from exc
     load_prompts(kind)  # a bad --kind fails before the weights load
     if into is not None:
         _check_calibrated(into)  # before minutes of measuring, not after
     if threads:
         torch.set_num_threads(threads)
-    curve, counts = measure_smollm2(draft=draft, k=k, kind=kind, max_new_tokens=max_new_tokens,
-                                    draft_quantization=draft_quant, limit=limit)  # fmt: skip
+    curve, counts = measure_smollm2(
+        draft=draft,
+        k=k,
+        kind=kind,
+        max_new_tokens=max_new_tokens,
+        draft_quantization=draft_quant,
+        limit=limit,
+    )
     expected = expected_tokens_from_curve(curve.per_position, k)
     if into is not None:
         store_curve(into, curve)
@@ -125,8 +139,10 @@ def acceptance(
         typer.echo(json.dumps(doc))
         return
     print_table(_table(curve, counts.reached, counts.accepted))
-    say(f"expected tokens per verify step: {expected:.2f} (from the curve; counted directly: "
-        f"{counts.mean_tokens_per_step:.2f})")  # fmt: skip
+    say(
+        f"expected tokens per verify step: {expected:.2f} (from the curve; counted directly: "
+        f"{counts.mean_tokens_per_step:.2f})"
+    )
     say(f"measured on {curve.prompts}: {curve.tokens_measured} tokens in {counts.wall_s:.1f} s")
     if into is not None:
         say(f"stored in {into} (calibration.acceptance, draft {curve.draft})")

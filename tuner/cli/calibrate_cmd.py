@@ -55,12 +55,15 @@ def _report(done: Calibrated, out: Path, seconds: float) -> None:
     for col in ("quantity", "median", "p90", "count"):
         residuals.add_column(col, justify="left" if col == "quantity" else "right")
     for name, r in cal.residuals.items():
-        residuals.add_row(name, f"{r.median_abs_rel_error:.1%}", f"{r.p90_abs_rel_error:.1%}",
-                          str(r.count))  # fmt: skip
+        residuals.add_row(
+            name, f"{r.median_abs_rel_error:.1%}", f"{r.p90_abs_rel_error:.1%}", str(r.count)
+        )
     print_table(residuals)
     g = cal.grid
-    say(f"grid: batch {g.batch[0]}-{g.batch[1]}, context {g.context[0]}-{g.context[1]} tokens, "
-        f"chunk {g.chunk[0]}-{g.chunk[1]} tokens ({done.measurements} measurements)")  # fmt: skip
+    say(
+        f"grid: batch {g.batch[0]}-{g.batch[1]}, context {g.context[0]}-{g.context[1]} tokens, "
+        f"chunk {g.chunk[0]}-{g.chunk[1]} tokens ({done.measurements} measurements)"
+    )
     say(
         f"device: {done.profile.display_name}: {done.profile.memory_bandwidth_gbps:g} GB/s, "
         f"{done.profile.fp16_tflops:g} TFLOPS 16-bit (measured)"
@@ -100,13 +103,22 @@ def calibrate(
 
         if model_path is None:
             _check_fits(spec)
-        done = calibrate_torch(spec, grid=QUICK_GRID if quick else STEP_GRID, threads=threads,
-                               model_path=model_path, progress=_progress)  # fmt: skip
+        done = calibrate_torch(
+            spec,
+            grid=QUICK_GRID if quick else STEP_GRID,
+            threads=threads,
+            model_path=model_path,
+            progress=_progress,
+        )
     else:
         from tuner.calibrate.vllm_run import QUICK_RUNS, REQUEST_RUNS, calibrate_vllm
 
-        done = calibrate_vllm(spec, runs=QUICK_RUNS if quick else REQUEST_RUNS,
-                              model_path=model_path, progress=_progress)  # fmt: skip
+        done = calibrate_vllm(
+            spec,
+            runs=QUICK_RUNS if quick else REQUEST_RUNS,
+            model_path=model_path,
+            progress=_progress,
+        )
     path = out or default_output(done.profile)
     write_profile(keep_acceptance(done.profile, path), path)
     _report(done, path, time.perf_counter() - start)

@@ -30,9 +30,18 @@ def _dump(items: list[BaseModel]) -> list[dict[str, object]]:
 
 
 def _gpu_row(g: GPUProfile) -> tuple[str, ...]:
-    return (g.name, g.architecture.value, f"{g.memory_gib:g}", f"{g.memory_bandwidth_gbps:g}",
-            _fmt(g.fp16_tflops), _fmt(g.fp8_tflops), _fmt(g.int8_tops), _fmt(g.int4_tops),
-            _fmt(g.nvlink_gbps), f"{g.tdp_w:g}")  # fmt: skip
+    return (
+        g.name,
+        g.architecture.value,
+        f"{g.memory_gib:g}",
+        f"{g.memory_bandwidth_gbps:g}",
+        _fmt(g.fp16_tflops),
+        _fmt(g.fp8_tflops),
+        _fmt(g.int8_tops),
+        _fmt(g.int4_tops),
+        _fmt(g.nvlink_gbps),
+        f"{g.tdp_w:g}",
+    )
 
 
 def _printed_as_json(items: Sequence[BaseModel], as_json: bool) -> bool:
@@ -49,17 +58,35 @@ def profiles(as_json: JsonFlag = False) -> None:
     gpus = catalog.all_gpus()
     if _printed_as_json(gpus, as_json):
         return
-    columns = ("name", "arch", "memory GiB", "bandwidth GB/s", "fp16 TFLOPS", "fp8 TFLOPS",
-               "int8 TOPS", "int4 TOPS", "NVLink GB/s", "TDP W")  # fmt: skip
+    columns = (
+        "name",
+        "arch",
+        "memory GiB",
+        "bandwidth GB/s",
+        "fp16 TFLOPS",
+        "fp8 TFLOPS",
+        "int8 TOPS",
+        "int4 TOPS",
+        "NVLink GB/s",
+        "TDP W",
+    )
     rows = [_gpu_row(g) for g in gpus]
     print_rows("GPU profiles (dense tensor-core peaks)", columns, rows, left=2)
 
 
 def _model_row(m: ModelSpec) -> tuple[str, ...]:
     experts = f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-"
-    return (m.name, m.family, f"{m.num_params / 1e9:.2f}", f"{m.num_active_params / 1e9:.2f}",
-            str(m.num_layers), str(m.hidden_size), f"{m.num_attention_heads}/{m.num_kv_heads}",
-            experts, str(m.max_context))  # fmt: skip
+    return (
+        m.name,
+        m.family,
+        f"{m.num_params / 1e9:.2f}",
+        f"{m.num_active_params / 1e9:.2f}",
+        str(m.num_layers),
+        str(m.hidden_size),
+        f"{m.num_attention_heads}/{m.num_kv_heads}",
+        experts,
+        str(m.max_context),
+    )
 
 
 @app.command()
@@ -74,8 +101,17 @@ def models(as_json: JsonFlag = False) -> None:
             doc["computed_active_params_b"] = round(m.num_active_params / 1e9, 3)
         print_json(docs)
         return
-    columns = ("name", "family", "params (B)", "active (B)", "layers", "hidden", "heads/kv",
-               "experts", "context")  # fmt: skip
+    columns = (
+        "name",
+        "family",
+        "params (B)",
+        "active (B)",
+        "layers",
+        "hidden",
+        "heads/kv",
+        "experts",
+        "context",
+    )
     rows = [_model_row(m) for m in cards]
     print_rows("Models", columns, rows, left=2)
 
@@ -114,11 +150,12 @@ def slas(as_json: JsonFlag = False) -> None:
             "-" if s.tpot_ms is None else f"{s.tpot_ms:g}",
             f"P{s.percentile}",
             s.description,
-        )  # fmt: skip
+        )
         for s in items
     ]
-    print_rows("SLA presets", ("name", "TTFT ms", "TPOT ms", "percentile", "description"), rows,
-               left=5)  # fmt: skip
+    print_rows(
+        "SLA presets", ("name", "TTFT ms", "TPOT ms", "percentile", "description"), rows, left=5
+    )
 
 
 @app.command()
@@ -127,8 +164,12 @@ def detect(as_json: JsonFlag = False) -> None:
     """Show the NVIDIA GPUs on this machine and the matching profile."""
     found = detect_gpus()
     if as_json:
-        print_json({"gpus": [] if isinstance(found, str) else _dump(list(found)),
-                    "reason": found if isinstance(found, str) else None})  # fmt: skip
+        print_json(
+            {
+                "gpus": [] if isinstance(found, str) else _dump(list(found)),
+                "reason": found if isinstance(found, str) else None,
+            }
+        )
         return
     if isinstance(found, str):
         say(f"No NVIDIA GPU detected: {found}.")
@@ -136,8 +177,10 @@ def detect(as_json: JsonFlag = False) -> None:
     if not found:
         say("No NVIDIA GPU detected: NVML reports zero devices.")
         return
-    rows = [(str(g.index), g.name, f"{g.memory_gib:g}", g.profile or "(no match: use --gpu)")
-            for g in found]  # fmt: skip
+    rows = [
+        (str(g.index), g.name, f"{g.memory_gib:g}", g.profile or "(no match: use --gpu)")
+        for g in found
+    ]
     print_rows("Detected GPUs", ("index", "NVML name", "memory GiB", "profile"), rows, left=4)
 
 

@@ -127,10 +127,15 @@ def measure_slots(
         raise InputError(f"--k {k}: must be at least 1")
     longest = max(len(p) for p in prompts) + max_new_tokens + k + 1
     blocks = -(-longest // _BLOCK) * len(prompts)
-    limits = EngineLimits(max_num_seqs=len(prompts), max_num_batched_tokens=max(longest, 512),
-                          num_blocks=blocks, block_size=_BLOCK)  # fmt: skip
-    engine = Engine(target, limits, draft=draft, ngram_draft=draft is None,
-                    num_speculative_tokens=k)  # fmt: skip
+    limits = EngineLimits(
+        max_num_seqs=len(prompts),
+        max_num_batched_tokens=max(longest, 512),
+        num_blocks=blocks,
+        block_size=_BLOCK,
+    )
+    engine = Engine(
+        target, limits, draft=draft, ngram_draft=draft is None, num_speculative_tokens=k
+    )
     start = time.perf_counter()
     seqs = [engine.add_request(p, max_new_tokens, stop_token_ids) for p in prompts]
     with torch.inference_mode():
@@ -172,8 +177,14 @@ def measure_smollm2(
         draft_model = build_model(spec, model_path=path)
         quantize_model(draft_model, draft_quantization)
         name = f"{SMOLLM2_CATALOG_NAME}@{draft_quantization}"
-    counts = measure_slots(target, ids, k=k, draft=draft_model, max_new_tokens=max_new_tokens,
-                           stop_token_ids=frozenset({stop}))  # fmt: skip
+    counts = measure_slots(
+        target,
+        ids,
+        k=k,
+        draft=draft_model,
+        max_new_tokens=max_new_tokens,
+        stop_token_ids=frozenset({stop}),
+    )
     if not counts.reached or not counts.reached[0]:
         raise InputError("no verify step ran: raise --max-new-tokens")
     label = f"{PROMPT_SET} ({kind}, {len(chosen)} prompts, greedy, <= {max_new_tokens} tokens)"

@@ -52,9 +52,17 @@ def make_cache(
 ) -> PagedKVCache:
     """A paged KV cache shaped for `model`, on its device and in its dtype."""
     spec, w = model.spec, model.model.embed_tokens.weight
-    return PagedKVCache(num_layers=spec.num_layers, num_blocks=num_blocks, block_size=block_size,
-                        num_kv_heads=spec.num_kv_heads, head_dim=spec.head_dim_, storage=kv_dtype,
-                        act_dtype=w.dtype, device=w.device, use_triton=use_triton)  # fmt: skip
+    return PagedKVCache(
+        num_layers=spec.num_layers,
+        num_blocks=num_blocks,
+        block_size=block_size,
+        num_kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim_,
+        storage=kv_dtype,
+        act_dtype=w.dtype,
+        device=w.device,
+        use_triton=use_triton,
+    )
 
 
 class Engine:

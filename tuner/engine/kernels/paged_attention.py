@@ -27,10 +27,24 @@ _AUTOTUNE = [triton.Config({}, num_warps=w, num_stages=s) for w in (1, 2, 4, 8) 
 
 @triton.jit
 def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, bt_ptr, lens_ptr, out_ptr,
-    sm_scale, stride_bt, num_heads, num_kv_heads, head_dim,
-    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, QUANT: tl.constexpr,
-):  # fmt: skip
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    ks_ptr,
+    vs_ptr,
+    bt_ptr,
+    lens_ptr,
+    out_ptr,
+    sm_scale,
+    stride_bt,
+    num_heads,
+    num_kv_heads,
+    head_dim,
+    GROUP: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    QUANT: tl.constexpr,
+):
     b, h = tl.program_id(0), tl.program_id(1)
     kvh = h // GROUP
     d = tl.arange(0, HEAD_DIM)  # [D] (padded to a power of two)
@@ -61,8 +75,9 @@ def _paged_decode_kernel(
         acc = acc * alpha + tl.sum(p[:, None] * v, 0)
         m_i = m_new
     out = acc / l_i
-    tl.store(out_ptr + (b * num_heads + h) * head_dim + d, out.to(out_ptr.dtype.element_ty),
-             mask=dmask)  # fmt: skip
+    tl.store(
+        out_ptr + (b * num_heads + h) * head_dim + d, out.to(out_ptr.dtype.element_ty), mask=dmask
+    )
 
 
 @functools.cache
@@ -90,11 +105,20 @@ def paged_decode_attention(
     quant = k_scale is not None
     dummy = q.new_zeros(1, dtype=torch.float32)
     args = (
-        q, k_cache, v_cache,
-        k_scale if quant else dummy, v_scale if quant else dummy,
-        block_tables.contiguous(), seq_lens.contiguous(), out,
-        1.0 / math.sqrt(d), block_tables.stride(0), h, hkv, d,
-    )  # fmt: skip
+        q,
+        k_cache,
+        v_cache,
+        k_scale if quant else dummy,
+        v_scale if quant else dummy,
+        block_tables.contiguous(),
+        seq_lens.contiguous(),
+        out,
+        1.0 / math.sqrt(d),
+        block_tables.stride(0),
+        h,
+        hkv,
+        d,
+    )
     meta = {
         "GROUP": h // hkv,
         "BLOCK_SIZE": block_size,
