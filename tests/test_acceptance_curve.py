@@ -24,8 +24,9 @@ from tuner.specs import Context, EngineConfig, GPUProfile, Workload
 probability = st.floats(min_value=0.0, max_value=1.0)
 
 
-@given(st.lists(probability, min_size=1, max_size=6), st.integers(0, 5), st.integers(1, 8),
-       probability)  # fmt: skip
+@given(
+    st.lists(probability, min_size=1, max_size=6), st.integers(0, 5), st.integers(1, 8), probability
+)
 def test_expected_tokens_grow_with_each_position(
     curve: list[float], at: int, k: int, raise_to: float
 ) -> None:
@@ -52,16 +53,21 @@ def test_curve_values() -> None:
 
 def _calibration(*curves: AcceptanceCurve) -> Calibration:
     return Calibration(
-        backend="torch", model="smollm2-135m", measured_at="2026-12-03T09:00:00Z",
-        host="test host", efficiency={}, residuals={},
+        backend="torch",
+        model="smollm2-135m",
+        measured_at="2026-12-03T09:00:00Z",
+        host="test host",
+        efficiency={},
+        residuals={},
         grid=CalibrationGrid(batch=(1, 8), context=(16, 512), chunk=(16, 512)),
         acceptance=list(curves),
-    )  # fmt: skip
+    )
 
 
 def _curve(draft: str, per_position: list[float]) -> AcceptanceCurve:
-    return AcceptanceCurve(draft=draft, per_position=per_position, prompts="test prompts",
-                           tokens_measured=100)  # fmt: skip
+    return AcceptanceCurve(
+        draft=draft, per_position=per_position, prompts="test prompts", tokens_measured=100
+    )
 
 
 def _gpu(*curves: AcceptanceCurve) -> GPUProfile:
@@ -94,11 +100,17 @@ def test_precedence_stated_then_measured_then_default() -> None:
 
 
 def _predict(gpu: GPUProfile, config: EngineConfig, **wl: object) -> tuple[float, float, str]:
-    workload = Workload.model_validate({"input_tokens": 512, "output_tokens": 128,
-                                        "concurrency": 4, "num_requests": 40, **wl})  # fmt: skip
+    workload = Workload.model_validate(
+        {"input_tokens": 512, "output_tokens": 128, "concurrency": 4, "num_requests": 40, **wl}
+    )
     draft = load_model(config.draft_model) if config.draft_model not in (None, "ngram") else None
-    ctx = Context(model=load_model("llama-3.1-8b"), gpu=gpu, sla=load_sla("chat"),
-                  workload=workload, draft=draft)  # fmt: skip
+    ctx = Context(
+        model=load_model("llama-3.1-8b"),
+        gpu=gpu,
+        sla=load_sla("chat"),
+        workload=workload,
+        draft=draft,
+    )
     m = predict_metrics(config, ctx)
     assert m.feasible, m.reason
     return m.tpot_ms.p50, float(m.extra["tokens_per_step"]), str(m.extra["acceptance"])  # type: ignore[arg-type]
@@ -127,8 +139,9 @@ def test_tune_summary_line_states_the_acceptance() -> None:
     def line(config: EngineConfig, **extra: object) -> str | None:
         m = Metrics.infeasible("x", backend="sim")
         m.extra = dict(extra)  # type: ignore[arg-type]
-        return speculation_line(TrialRecord(number=0, state="complete", params={},
-                                            config=config, metrics=m))  # fmt: skip
+        return speculation_line(
+            TrialRecord(number=0, state="complete", params={}, config=config, metrics=m)
+        )
 
     assert line(EngineConfig(), acceptance="a") is None  # no speculation, nothing to state
     assert line(spec, acceptance="assumes acceptance 0.40 per token") == (

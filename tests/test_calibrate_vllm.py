@@ -26,13 +26,20 @@ def test_vllm_calibration_fits_a_served_model_from_one_server(tmp_path: Path) ->
     exe = tmp_path / "fake-python"
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_SERVER}" "$@"\n')
     exe.chmod(0o755)
-    backend = VLLMBackend(model_path=str(tmp_path / "model"), run_dir=tmp_path / "runs",
-                          python=str(exe), stop_grace_s=2.0, metrics_poll_s=0.05)  # fmt: skip
-    runs = RequestRuns(prompts=(16, 64), users=(1, 2), contexts=(32,), output_tokens=8,
-                       requests_per_user=2)  # fmt: skip
+    backend = VLLMBackend(
+        model_path=str(tmp_path / "model"),
+        run_dir=tmp_path / "runs",
+        python=str(exe),
+        stop_grace_s=2.0,
+        metrics_poll_s=0.05,
+    )
+    runs = RequestRuns(
+        prompts=(16, 64), users=(1, 2), contexts=(32,), output_tokens=8, requests_per_user=2
+    )
     lines: list[str] = []
-    done = calibrate_vllm(load_model("smollm2-135m"), runs=runs, backend=backend,
-                          progress=lines.append)  # fmt: skip
+    done = calibrate_vllm(
+        load_model("smollm2-135m"), runs=runs, backend=backend, progress=lines.append
+    )
     assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every run
     cal = done.profile.calibration
     assert cal is not None and cal.backend == "vllm" and cal.model == "smollm2-135m"

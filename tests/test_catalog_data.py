@@ -18,18 +18,56 @@ GPU_FILES = sorted(catalog.data_dir("hardware_profiles").glob("*.yaml"))
 MODEL_FILES = sorted(catalog.data_dir("models").glob("*.yaml"))
 
 REQUIRED_GPUS = [
-    "rtx-4090", "l4", "l40s", "a10g", "a100-40gb-sxm", "a100-80gb-sxm", "a100-80gb-pcie",
-    "h100-pcie", "h100-sxm", "h100-nvl", "h200-sxm", "h200-nvl", "b200",
-]  # fmt: skip
+    "rtx-4090",
+    "l4",
+    "l40s",
+    "a10g",
+    "a100-40gb-sxm",
+    "a100-80gb-sxm",
+    "a100-80gb-pcie",
+    "h100-pcie",
+    "h100-sxm",
+    "h100-nvl",
+    "h200-sxm",
+    "h200-nvl",
+    "b200",
+]
 REQUIRED_MODELS = [
-    "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.2-3b",
-    "llama-2-7b", "llama-2-13b", "llama-2-70b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b",
-    "qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-8b",
-    "qwen3-32b", "gemma-2-9b", "gemma-2-27b", "phi-3-mini", "llama-3.3-70b", "smollm2-135m",
-    "llama-tiny-20m", "llama-tiny-100m", "llama-tiny-300m", "qwen3-30b-a3b", "qwen3-235b-a22b",
-    "deepseek-v3", "deepseek-r1", "gpt-oss-20b", "gpt-oss-120b", "llama-4-scout",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "mistral-7b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "qwen2.5-0.5b",
+    "qwen2.5-7b",
+    "qwen2.5-14b",
+    "qwen2.5-32b",
+    "qwen2.5-72b",
+    "qwen3-8b",
+    "qwen3-32b",
+    "gemma-2-9b",
+    "gemma-2-27b",
+    "phi-3-mini",
+    "llama-3.3-70b",
+    "smollm2-135m",
+    "llama-tiny-20m",
+    "llama-tiny-100m",
+    "llama-tiny-300m",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "deepseek-v3",
+    "deepseek-r1",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "llama-4-scout",
     "llama-4-maverick",
-]  # fmt: skip
+]
 
 # Tolerance for a parameter count against the publisher's figure (issue 2: "within 2%").
 PARAMS_REL_TOL = 0.02
@@ -178,9 +216,14 @@ def test_mixtral_active_params() -> None:
     assert m.num_active_params / 1e9 == pytest.approx(12.9, rel=0.01)
 
 
-@pytest.mark.parametrize(("name", "nominal"), [
-    ("llama-tiny-20m", 20e6), ("llama-tiny-100m", 100e6), ("llama-tiny-300m", 300e6),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "nominal"),
+    [
+        ("llama-tiny-20m", 20e6),
+        ("llama-tiny-100m", 100e6),
+        ("llama-tiny-300m", 300e6),
+    ],
+)
 def test_synthetic_cards_have_their_nominal_size(name: str, nominal: float) -> None:
     model = catalog.load_model(name)
     assert model.hf_id is None
@@ -218,59 +261,133 @@ def test_smollm2_card_matches_bundled_gguf_header() -> None:
 # Verbatim architecture fields of each repository's config.json (unrelated keys trimmed).
 HF_CONFIGS: dict[str, dict[str, object]] = {
     "smollm2-135m": {
-        "_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct", "model_type": "llama",
-        "hidden_size": 576, "intermediate_size": 1536, "max_position_embeddings": 8192,
-        "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3,
-        "rms_norm_eps": 1e-05, "rope_theta": 100000, "tie_word_embeddings": True,
-        "vocab_size": 49152, "attention_bias": False,
+        "_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "model_type": "llama",
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "max_position_embeddings": 8192,
+        "num_attention_heads": 9,
+        "num_hidden_layers": 30,
+        "num_key_value_heads": 3,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 100000,
+        "tie_word_embeddings": True,
+        "vocab_size": 49152,
+        "attention_bias": False,
     },
     "llama-3.1-8b": {
-        "model_type": "llama", "attention_bias": False, "hidden_size": 4096,
-        "intermediate_size": 14336, "max_position_embeddings": 131072, "num_attention_heads": 32,
-        "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
-        "rope_theta": 500000.0, "tie_word_embeddings": False, "vocab_size": 128256,
+        "model_type": "llama",
+        "attention_bias": False,
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "vocab_size": 128256,
     },
     "qwen2.5-7b": {
-        "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
-        "max_position_embeddings": 32768, "num_attention_heads": 28, "num_hidden_layers": 28,
-        "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
-        "sliding_window": 131072, "use_sliding_window": False, "tie_word_embeddings": False,
+        "model_type": "qwen2",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "max_position_embeddings": 32768,
+        "num_attention_heads": 28,
+        "num_hidden_layers": 28,
+        "num_key_value_heads": 4,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0,
+        "sliding_window": 131072,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
         "vocab_size": 152064,
     },
     "qwen3-8b": {
-        "model_type": "qwen3", "attention_bias": False, "head_dim": 128, "hidden_size": 4096,
-        "intermediate_size": 12288, "max_position_embeddings": 40960, "num_attention_heads": 32,
-        "num_hidden_layers": 36, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
-        "rope_theta": 1000000, "sliding_window": None, "use_sliding_window": False,
-        "tie_word_embeddings": False, "vocab_size": 151936,
+        "model_type": "qwen3",
+        "attention_bias": False,
+        "head_dim": 128,
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "max_position_embeddings": 40960,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 36,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "vocab_size": 151936,
     },
     "mixtral-8x7b": {
-        "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
-        "max_position_embeddings": 32768, "num_attention_heads": 32, "num_experts_per_tok": 2,
-        "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8,
-        "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": None,
-        "tie_word_embeddings": False, "vocab_size": 32000,
+        "model_type": "mixtral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 32768,
+        "num_attention_heads": 32,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "num_local_experts": 8,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "vocab_size": 32000,
     },
     "gemma-2-9b": {  # no tie_word_embeddings key: Gemma2Config defaults it to true
-        "model_type": "gemma2", "attention_bias": False, "head_dim": 256, "hidden_size": 3584,
-        "intermediate_size": 14336, "max_position_embeddings": 8192, "num_attention_heads": 16,
-        "num_hidden_layers": 42, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
-        "rope_theta": 10000.0, "sliding_window": 4096, "vocab_size": 256000,
+        "model_type": "gemma2",
+        "attention_bias": False,
+        "head_dim": 256,
+        "hidden_size": 3584,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 8192,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 42,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 10000.0,
+        "sliding_window": 4096,
+        "vocab_size": 256000,
     },
     "phi-3-mini": {
-        "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
-        "max_position_embeddings": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
-        "num_key_value_heads": 32, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
-        "sliding_window": 2047, "tie_word_embeddings": False, "vocab_size": 32064,
+        "model_type": "phi3",
+        "hidden_size": 3072,
+        "intermediate_size": 8192,
+        "max_position_embeddings": 4096,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 10000.0,
+        "sliding_window": 2047,
+        "tie_word_embeddings": False,
+        "vocab_size": 32064,
     },
-}  # fmt: skip
+}
 
 _ARCH_FIELDS = [
-    "family", "hidden_size", "num_layers", "num_attention_heads", "num_kv_heads", "head_dim_",
-    "intermediate_size", "vocab_size", "num_experts", "num_experts_per_tok",
-    "tie_word_embeddings", "attention_bias", "sliding_window", "max_context", "rope_theta",
-    "rms_norm_eps", "num_params", "num_active_params",
-]  # fmt: skip
+    "family",
+    "hidden_size",
+    "num_layers",
+    "num_attention_heads",
+    "num_kv_heads",
+    "head_dim_",
+    "intermediate_size",
+    "vocab_size",
+    "num_experts",
+    "num_experts_per_tok",
+    "tie_word_embeddings",
+    "attention_bias",
+    "sliding_window",
+    "max_context",
+    "rope_theta",
+    "rms_norm_eps",
+    "num_params",
+    "num_active_params",
+]
 
 
 @pytest.mark.parametrize("name", sorted(HF_CONFIGS))
@@ -297,9 +414,15 @@ def test_hf_id_is_read_from_name_or_path(tmp_path: Path) -> None:
 
 def _spec(layers: int, heads: int, head_dim: int, kv_div: int, inter: int, vocab: int) -> ModelSpec:
     return ModelSpec(
-        name="h", hidden_size=heads * head_dim, num_layers=layers, num_attention_heads=heads,
-        num_kv_heads=heads // kv_div, intermediate_size=inter, vocab_size=vocab, max_context=4096,
-    )  # fmt: skip
+        name="h",
+        hidden_size=heads * head_dim,
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=heads // kv_div,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        max_context=4096,
+    )
 
 
 _dims = {
@@ -341,9 +464,15 @@ def test_num_params_grows_with_hidden_size(
     top_k=st.integers(1, 2),
 )
 def test_moe_active_params_never_exceed_total(
-    layers: int, heads: int, head_dim: int, kv_div: int, inter: int, vocab: int,
-    experts: int, top_k: int,
-) -> None:  # fmt: skip
+    layers: int,
+    heads: int,
+    head_dim: int,
+    kv_div: int,
+    inter: int,
+    vocab: int,
+    experts: int,
+    top_k: int,
+) -> None:
     dense = _spec(layers, heads, head_dim, kv_div, inter, vocab)
     moe = dense.model_copy(update={"num_experts": experts, "num_experts_per_tok": top_k})
     assert moe.num_active_params <= moe.num_params

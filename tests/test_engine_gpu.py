@@ -29,9 +29,15 @@ def test_triton_paged_decode_matches_torch_on_cuda(kv_dtype: str) -> None:
 
     g = torch.Generator(device="cuda").manual_seed(1)
     cache = PagedKVCache(
-        num_layers=1, num_blocks=64, block_size=16, num_kv_heads=8, head_dim=128,
-        storage=kv_dtype, act_dtype=torch.bfloat16, device="cuda",
-    )  # fmt: skip
+        num_layers=1,
+        num_blocks=64,
+        block_size=16,
+        num_kv_heads=8,
+        head_dim=128,
+        storage=kv_dtype,
+        act_dtype=torch.bfloat16,
+        device="cuda",
+    )
     lens = [1, 100, 333]
     tables = [[0], list(range(1, 8)), list(range(8, 29))]
     prefill = make_batch([(t, 0, n) for t, n in zip(tables, lens, strict=True)], 16, "cuda")
@@ -42,10 +48,14 @@ def test_triton_paged_decode_matches_torch_on_cuda(kv_dtype: str) -> None:
     q = torch.randn(3, 32, 128, device="cuda", dtype=torch.bfloat16, generator=g)
     ref = cache.attend(0, q, decode).float()
     got = paged_decode_attention(
-        q, cache.k[0], cache.v[0], decode.block_tables, decode.seq_lens,
+        q,
+        cache.k[0],
+        cache.v[0],
+        decode.block_tables,
+        decode.seq_lens,
         cache.k_scale[0] if cache.quantized else None,
         cache.v_scale[0] if cache.quantized else None,
-    ).float()  # fmt: skip
+    ).float()
     assert torch.allclose(got, ref, atol=2e-2, rtol=2e-2)
 
 
@@ -55,9 +65,11 @@ def test_torch_backend_measures_on_cuda() -> None:
     from tuner.specs import Context, EngineConfig, Workload
 
     ctx = Context(
-        model=load_model("llama-tiny-20m"), gpu=load_gpu("h200-sxm"), sla=load_sla("chat"),
+        model=load_model("llama-tiny-20m"),
+        gpu=load_gpu("h200-sxm"),
+        sla=load_sla("chat"),
         workload=Workload(input_tokens=128, output_tokens=32, concurrency=8, num_requests=16),
-    )  # fmt: skip
+    )
     for quant in ("bf16", "int8-wo", "fp8"):
         m = get_backend("torch", device="cuda").evaluate(EngineConfig(quantization=quant), ctx)
         assert m.feasible, m.reason

@@ -76,12 +76,17 @@ def test_matches_transformers_llama() -> None:
     spec = tiny_spec(rope_theta=50000.0, rms_norm_eps=1e-6)
     ours = tiny_model(spec, seed=5, fuse=False)
     cfg = transformers.LlamaConfig(
-        vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size, num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_attention_heads, num_key_value_heads=spec.num_kv_heads,
-        rope_theta=spec.rope_theta, rms_norm_eps=spec.rms_norm_eps,
-        max_position_embeddings=spec.max_context, tie_word_embeddings=False,
-    )  # fmt: skip
+        vocab_size=spec.vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        rope_theta=spec.rope_theta,
+        rms_norm_eps=spec.rms_norm_eps,
+        max_position_embeddings=spec.max_context,
+        tie_word_embeddings=False,
+    )
     ref = transformers.LlamaForCausalLM(cfg).eval()
     ref.load_state_dict(ours.state_dict(), strict=True)
     tokens = prompts([24])[0]

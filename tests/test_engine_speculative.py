@@ -44,8 +44,9 @@ def test_ngram_speculation_runs_and_greedy_is_exact(temperature: float) -> None:
     # Repetitive prompts give prompt-lookup something to match.
     ps = [[3, 4, 5, 6] * 6, [9, 8, 7] * 5]
     limits = EngineLimits(max_num_seqs=2)
-    engine = Engine(target, limits, ngram_draft=True, num_speculative_tokens=3,
-                    temperature=temperature, seed=1)  # fmt: skip
+    engine = Engine(
+        target, limits, ngram_draft=True, num_speculative_tokens=3, temperature=temperature, seed=1
+    )
     out = run_to_completion(engine, ps, 12)
     assert [len(o) for o in out] == [12, 12]
     assert engine.proposed_tokens > 0

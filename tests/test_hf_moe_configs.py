@@ -26,9 +26,10 @@ FIXTURES = Path(__file__).resolve().parent / "data" / "hf_configs"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 # Everything but identity and the publisher's figures: what the config.json determines.
 ARCH_FIELDS = [
-    f for f in ModelSpec.model_fields
+    f
+    for f in ModelSpec.model_fields
     if f not in {"name", "hf_id", "published_params_b", "published_active_params_b"}
-]  # fmt: skip
+]
 
 # Totals: 2%, as for every card (tests/test_catalog_data.py). Publishers round to two or three
 # figures, and the worst case here, Llama-4 Scout at -1.1%, is the ~0.9B vision encoder Meta's
@@ -49,9 +50,16 @@ def _fixture(name: str) -> dict[str, Any]:
 
 def test_every_new_architecture_has_a_fixture() -> None:
     assert set(NAMES) >= {
-        "mixtral-8x7b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "deepseek-r1",
-        "gpt-oss-20b", "gpt-oss-120b", "llama-4-scout", "llama-4-maverick",
-    }  # fmt: skip
+        "mixtral-8x7b",
+        "qwen3-30b-a3b",
+        "qwen3-235b-a22b",
+        "deepseek-v3",
+        "deepseek-r1",
+        "gpt-oss-20b",
+        "gpt-oss-120b",
+        "llama-4-scout",
+        "llama-4-maverick",
+    }
 
 
 # ----------------------------------------------------------------------------- round trip
@@ -172,10 +180,15 @@ def _mixtral_renamed() -> dict[str, Any]:
 
 
 _LLAMA = {
-    "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 256,
     "max_position_embeddings": 512,
-}  # fmt: skip
+}
 
 # (config, the field the one error line must name)
 REFUSED: dict[str, tuple[dict[str, Any], str]] = {
@@ -210,7 +223,7 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
             "text_config": {**_fixture("llama-4-maverick")["text_config"], "moe_layers": [0, 2]},
         },
         "moe_layers",
-    ),  # fmt: skip
+    ),
     "gpt_oss top-k keys disagree": (
         {**_fixture("gpt-oss-20b"), "experts_per_token": 2},
         "experts_per_token",

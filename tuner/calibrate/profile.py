@@ -6,20 +6,25 @@ import datetime as dt
 import os
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from tuner.calibrate.fit import FitResult
-from tuner.calibration_schema import Calibration, CalibrationGrid
+from tuner import catalog
+from tuner.calibration_schema import AcceptanceCurve, Calibration, CalibrationGrid
 from tuner.errors import InputError
 from tuner.specs import GPUProfile
+
+if TYPE_CHECKING:  # the fit pulls in scipy; `tuner acceptance` imports this module at start-up
+    from tuner.calibrate.fit import FitResult
 
 __all__ = [
     "build_calibration",
     "default_output",
     "host_label",
     "keep_acceptance",
+    "require_calibrated",
+    "store_acceptance",
     "with_calibration",
     "write_profile",
 ]
@@ -92,9 +97,33 @@ def keep_acceptance(profile: GPUProfile, path: Path) -> GPUProfile:
     return profile.model_copy(update={"calibration": calibration})
 
 
+def require_calibrated(path: Path) -> None:
+    """One-line error unless `path` is a valid GPU profile with a calibration block."""
+    if not path.is_file():
+        raise InputError(f"--into {path}: no such profile file")
+    if catalog.load_yaml_model(path, GPUProfile).calibration is None:
+        raise InputError(
+            f"{path}: the profile has no calibration block; run `tuner calibrate` first"
+        )
+
+
+def store_acceptance(path: Path, curve: AcceptanceCurve) -> None:
+    """Add `curve` to the profile's calibration.acceptance, replacing one of the same draft."""
+    require_calibrated(path)
+    # Edited as plain YAML so every other field is written back as it was read.
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    kept = [c for c in data["calibration"].get("acceptance") or [] if c.get("draft") != curve.draft]
+    data["calibration"]["acceptance"] = [*kept, curve.model_dump(mode="json")]
+    GPUProfile.model_validate(data)
+    _write(path, yaml.safe_dump(data, sort_keys=False))
+
+
 def write_profile(profile: GPUProfile, path: Path) -> None:
     """Write the profile YAML (readable back by every `--gpu FILE` and `tuner validate`)."""
-    text = _HEADER + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
+    _write(path, _HEADER + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False))
+
+
+def _write(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -4,45 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
-from tuner import catalog
+from tuner.calibrate.profile import require_calibrated, store_acceptance
 from tuner.calibration_schema import AcceptanceCurve
 from tuner.cli.app import app, guarded
 from tuner.cli.output import print_table, say
 from tuner.errors import InputError
 from tuner.perf.speculative import expected_tokens_from_curve
 from tuner.real_model import SMOLLM2_CATALOG_NAME
-from tuner.specs import GPUProfile
 
-__all__ = ["acceptance", "store_curve"]
-
-
-def _check_calibrated(profile: Path) -> None:
-    """One-line error unless `profile` is a valid GPU profile with a calibration block."""
-    if not profile.is_file():
-        raise InputError(f"--into {profile}: no such profile file")
-    if catalog.load_yaml_model(profile, GPUProfile).calibration is None:
-        raise InputError(
-            f"{profile}: the profile has no calibration block; run `tuner calibrate` first"
-        )
-
-
-def store_curve(profile: Path, curve: AcceptanceCurve) -> None:
-    """Add `curve` to the profile's calibration.acceptance (replacing one of the same draft);
-    the rest of the file is written back as it was read."""
-    _check_calibrated(profile)
-    data: dict[str, Any] = yaml.safe_load(profile.read_text())
-    curves = [
-        c for c in data["calibration"].get("acceptance") or [] if c.get("draft") != curve.draft
-    ]
-    data["calibration"]["acceptance"] = [*curves, curve.model_dump(mode="json")]
-    GPUProfile.model_validate(data)
-    profile.write_text(yaml.safe_dump(data, sort_keys=False))
+__all__ = ["acceptance"]
 
 
 def _check_flags(
@@ -114,7 +89,7 @@ def acceptance(
         ) from exc
     load_prompts(kind)  # a bad --kind fails before the weights load
     if into is not None:
-        _check_calibrated(into)  # before minutes of measuring, not after
+        require_calibrated(into)  # before minutes of measuring, not after
     if threads:
         torch.set_num_threads(threads)
     curve, counts = measure_smollm2(
@@ -127,7 +102,7 @@ def acceptance(
     )
     expected = expected_tokens_from_curve(curve.per_position, k)
     if into is not None:
-        store_curve(into, curve)
+        store_acceptance(into, curve)
     if as_json:
         doc = {
             **curve.model_dump(mode="json"),
