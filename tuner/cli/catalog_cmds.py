@@ -29,19 +29,30 @@ def _dump(items: list[BaseModel]) -> list[dict[str, object]]:
     return [i.model_dump(mode="json") for i in items]
 
 
-def _gpu_row(g: GPUProfile) -> tuple[str, ...]:
-    return (
-        g.name,
-        g.architecture.value,
-        f"{g.memory_gib:g}",
-        f"{g.memory_bandwidth_gbps:g}",
-        _fmt(g.fp16_tflops),
-        _fmt(g.fp8_tflops),
-        _fmt(g.int8_tops),
-        _fmt(g.int4_tops),
-        _fmt(g.nvlink_gbps),
-        f"{g.tdp_w:g}",
-    )
+# Header -> cell of each catalog table, side by side so a column cannot drift from its header.
+_GPU_COLUMNS: tuple[tuple[str, Callable[[GPUProfile], str]], ...] = (
+    ("name", lambda g: g.name),
+    ("arch", lambda g: g.architecture.value),
+    ("memory GiB", lambda g: f"{g.memory_gib:g}"),
+    ("bandwidth GB/s", lambda g: f"{g.memory_bandwidth_gbps:g}"),
+    ("fp16 TFLOPS", lambda g: _fmt(g.fp16_tflops)),
+    ("fp8 TFLOPS", lambda g: _fmt(g.fp8_tflops)),
+    ("int8 TOPS", lambda g: _fmt(g.int8_tops)),
+    ("int4 TOPS", lambda g: _fmt(g.int4_tops)),
+    ("NVLink GB/s", lambda g: _fmt(g.nvlink_gbps)),
+    ("TDP W", lambda g: f"{g.tdp_w:g}"),
+)
+_MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelSpec], str]], ...] = (
+    ("name", lambda m: m.name),
+    ("family", lambda m: m.family),
+    ("params (B)", lambda m: f"{m.num_params / 1e9:.2f}"),
+    ("active (B)", lambda m: f"{m.num_active_params / 1e9:.2f}"),
+    ("layers", lambda m: str(m.num_layers)),
+    ("hidden", lambda m: str(m.hidden_size)),
+    ("heads/kv", lambda m: f"{m.num_attention_heads}/{m.num_kv_heads}"),
+    ("experts", lambda m: f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-"),
+    ("context", lambda m: str(m.max_context)),
+)
 
 
 def _printed_as_json(items: Sequence[BaseModel], as_json: bool) -> bool:
@@ -58,35 +69,9 @@ def profiles(as_json: JsonFlag = False) -> None:
     gpus = catalog.all_gpus()
     if _printed_as_json(gpus, as_json):
         return
-    columns = (
-        "name",
-        "arch",
-        "memory GiB",
-        "bandwidth GB/s",
-        "fp16 TFLOPS",
-        "fp8 TFLOPS",
-        "int8 TOPS",
-        "int4 TOPS",
-        "NVLink GB/s",
-        "TDP W",
-    )
-    rows = [_gpu_row(g) for g in gpus]
+    columns = [header for header, _ in _GPU_COLUMNS]
+    rows = [[cell(g) for _, cell in _GPU_COLUMNS] for g in gpus]
     print_rows("GPU profiles (dense tensor-core peaks)", columns, rows, left=2)
-
-
-def _model_row(m: ModelSpec) -> tuple[str, ...]:
-    experts = f"{m.num_experts_per_tok}/{m.num_experts}" if m.is_moe else "-"
-    return (
-        m.name,
-        m.family,
-        f"{m.num_params / 1e9:.2f}",
-        f"{m.num_active_params / 1e9:.2f}",
-        str(m.num_layers),
-        str(m.hidden_size),
-        f"{m.num_attention_heads}/{m.num_kv_heads}",
-        experts,
-        str(m.max_context),
-    )
 
 
 @app.command()
@@ -101,18 +86,8 @@ def models(as_json: JsonFlag = False) -> None:
             doc["computed_active_params_b"] = round(m.num_active_params / 1e9, 3)
         print_json(docs)
         return
-    columns = (
-        "name",
-        "family",
-        "params (B)",
-        "active (B)",
-        "layers",
-        "hidden",
-        "heads/kv",
-        "experts",
-        "context",
-    )
-    rows = [_model_row(m) for m in cards]
+    columns = [header for header, _ in _MODEL_COLUMNS]
+    rows = [[cell(m) for _, cell in _MODEL_COLUMNS] for m in cards]
     print_rows("Models", columns, rows, left=2)
 
 
