@@ -68,11 +68,14 @@ def format_source(source: str) -> str:
 def formatted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Every module of the package, path -> formatted text, from one ruff run over a copy."""
     copy = tmp_path_factory.mktemp("formatted") / "tuner"
+    targets = []
     for path in _modules():
         target = copy / path.relative_to(PACKAGE)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(strip_fmt_markers(path.read_text()))
-    _ruff_format("--quiet", str(copy))
+        targets.append(str(target))
+    # Named one by one: ruff applies its exclusions only to files it finds in folders.
+    _ruff_format("--quiet", *targets)
     return {str(p.relative_to(copy)): p.read_text() for p in sorted(copy.rglob("*.py"))}
 
 
