@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tuner.cli import app
 from tuner.engine.acceptance import PROMPT_KINDS, load_prompts, measure_slots
 from tuner.engine.generate import Engine, EngineLimits, run_to_completion
 from tuner.engine.quantize import quantize_model
+from tuner.errors import InputError
 from tuner.specs import GPUProfile
 
 
@@ -104,6 +106,22 @@ def test_store_acceptance_replaces_the_same_draft(tmp_path: Path) -> None:
     store_acceptance(path, model)
     cal = load_yaml_model(path, GPUProfile).calibration
     assert cal is not None and cal.acceptance == [new, model]
+
+
+def test_store_acceptance_says_in_one_line_when_it_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _profile(tmp_path, calibrated=True)
+    curve = AcceptanceCurve(draft="ngram", per_position=[0.4], prompts="p", tokens_measured=9)
+
+    def refuse(self: Path, text: str) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    with pytest.raises(
+        InputError, match=f"^cannot write {re.escape(str(path))}: Permission denied$"
+    ):
+        store_acceptance(path, curve)
 
 
 def test_acceptance_cli_errors(tmp_path: Path) -> None:
