@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from tuner.errors import InputError
 
@@ -35,9 +35,10 @@ def dump_result(model: BaseModel, header: str = "") -> str:
     return header + yaml.safe_dump(data, sort_keys=False)
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValidationError, tagged: bool) -> str:
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "top level"
+    loc = err["loc"][1:] if tagged and len(err["loc"]) > 1 else err["loc"]  # drop a union's tag
+    where = ".".join(str(p) for p in loc) or "top level"
     return f"{where}: {err['msg']}"
 
 
@@ -62,4 +63,5 @@ def read_result(path: Path, model: type[M], what: str, upgrade: Upgrade | None =
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"{path}: not a valid {what} ({_first_error(exc)})") from exc
+        tagged = issubclass(model, RootModel)
+        raise InputError(f"{path}: not a valid {what} ({_first_error(exc, tagged)})") from exc
