@@ -14,14 +14,15 @@ import yaml
 
 from tuner.errors import InputError
 from tuner.results.best import (
+    BEST_SCHEMA_VERSION,
     LoadPointBlock,
     ScreenedBest,
     TunedBest,
     load_best,
 )
-from tuner.results.confirm import load_confirm
-from tuner.results.io import SCHEMA_VERSION, dump_result
-from tuner.results.plan import load_plan
+from tuner.results.confirm import CONFIRM_SCHEMA_VERSION, load_confirm
+from tuner.results.io import dump_result
+from tuner.results.plan import PLAN_SCHEMA_VERSION, load_plan
 from tuner.run.folder import best_file
 from tuner.run.spec import build_run_spec
 from tuner.search.pareto import analyze
@@ -51,7 +52,7 @@ def _without_empty(value: object) -> object:
 def test_pre_versioned_best_yaml_loads_and_rewrites_to_the_same_content(name: str) -> None:
     best = load_best(V0 / name)
     rewritten = yaml.safe_load(dump_result(best))
-    assert rewritten.pop("schema_version") == SCHEMA_VERSION
+    assert rewritten.pop("schema_version") == BEST_SCHEMA_VERSION
     assert rewritten == _without_empty(_v0(name))
 
 
@@ -109,18 +110,26 @@ def test_a_fixed_load_best_yaml_round_trips_without_a_capacity_block(tmp_path: P
 
 def test_plan_and_confirm_yaml_of_version_0_load_and_rewrite_unchanged() -> None:
     plan = load_plan(V0 / "plan.yaml")
-    assert plan.schema_version == SCHEMA_VERSION and plan.cheapest == "h100-sxm"
-    assert yaml.safe_load(dump_result(plan)) == {"schema_version": 1, **_v0("plan.yaml")}
+    assert plan.schema_version == PLAN_SCHEMA_VERSION and plan.cheapest == "h100-sxm"
+    assert yaml.safe_load(dump_result(plan)) == {
+        "schema_version": PLAN_SCHEMA_VERSION,
+        **_v0("plan.yaml"),
+    }
     confirm = load_confirm(V0 / "confirm.yaml")
     assert [v.role for v in confirm.variants] == ["baseline", "candidate"]
     assert not any(v.restored for v in confirm.variants)  # bookkeeping, never in the file
-    assert yaml.safe_load(dump_result(confirm)) == {"schema_version": 1, **_v0("confirm.yaml")}
+    assert yaml.safe_load(dump_result(confirm)) == {
+        "schema_version": CONFIRM_SCHEMA_VERSION,
+        **_v0("confirm.yaml"),
+    }
 
 
 def test_a_file_from_a_newer_tuner_is_refused_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "best.yaml"
     path.write_text(yaml.safe_dump({**_v0("best_fixed.yaml"), "schema_version": 99}))
-    with pytest.raises(InputError, match=r"schema_version 99 is newer than this tuner reads"):
+    with pytest.raises(
+        InputError, match=r"schema_version 99 is not one this tuner reads \(0 to 1\)"
+    ):
         load_best(path)
 
 

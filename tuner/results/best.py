@@ -17,11 +17,12 @@ from pydantic import (
 )
 
 from tuner.perf.capacity import LoadMode
-from tuner.results.io import SCHEMA_VERSION, read_result
+from tuner.results.io import Upgrade, read_result
 from tuner.search.pareto import Miss
 from tuner.specs import SLA, EngineConfig
 
 __all__ = [
+    "BEST_SCHEMA_VERSION",
     "BatchLimits",
     "BestFile",
     "CapacityFields",
@@ -36,6 +37,8 @@ __all__ = [
     "load_best",
 ]
 
+# The layout best.yaml is written in; bump it with an upgrade in _UPGRADES when it changes.
+BEST_SCHEMA_VERSION = 1
 # Latencies are written under keys naming the SLA percentile they are at (ttft_p95_ms).
 _LATENCY_KEY = re.compile(r"^(ttft|tpot)_p(\d+)_ms$")
 _LATENCY_FIELDS = ("ttft_ms", "tpot_ms")
@@ -184,7 +187,7 @@ class ExportPick(_Block):
 
 
 class _BestBase(_Block):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(default=BEST_SCHEMA_VERSION, description="Layout of the file")
     sla: SLA
     rule: str = Field(description="How the recommendation was chosen, in words")
 
@@ -231,6 +234,10 @@ def _upgrade_v0(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# _UPGRADES[n] turns a version-n best.yaml into version n + 1: one per BEST_SCHEMA_VERSION step.
+_UPGRADES: tuple[Upgrade, ...] = (_upgrade_v0,)
+
+
 def load_best(path: Path) -> TunedBest | ScreenedBest:
     """Read and validate a best.yaml (any schema version this tuner knows)."""
-    return read_result(path, BestFile, "best.yaml", _upgrade_v0).root
+    return read_result(path, BestFile, "best.yaml", _UPGRADES).root

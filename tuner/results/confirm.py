@@ -6,12 +6,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tuner.results.io import SCHEMA_VERSION, read_result
+from tuner.results.io import keep_layout, read_result
 from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
 from tuner.run.spec import RunSpec
 
-__all__ = ["CONFIRM_HEADER", "ConfirmFile", "load_confirm"]
+__all__ = ["CONFIRM_HEADER", "CONFIRM_SCHEMA_VERSION", "ConfirmFile", "load_confirm"]
 
+# The layout confirm.yaml is written in; version 1 only added the key to version 0's layout.
+CONFIRM_SCHEMA_VERSION = 1
 CONFIRM_HEADER = "# tuner tune --screen: measured confirmation\n"
 
 
@@ -20,7 +22,7 @@ class ConfirmFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(default=CONFIRM_SCHEMA_VERSION, description="Layout of the file")
     options: ConfirmOptions
     baseline_source: str = Field(description="Where the engine-default baseline came from")
     gain_over_defaults: float | None = Field(description="Measured capacity gain over baseline")
@@ -31,4 +33,4 @@ class ConfirmFile(BaseModel):
 
 def load_confirm(path: Path) -> ConfirmFile:
     """Read and validate a confirm.yaml (any schema version this tuner knows)."""
-    return read_result(path, ConfirmFile, "confirm.yaml")
+    return read_result(path, ConfirmFile, "confirm.yaml", (keep_layout,))

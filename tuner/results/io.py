@@ -1,9 +1,14 @@
-"""Write a result model as YAML atomically, and read a result file back through its model."""
+"""Write a result model as YAML atomically, and read a result file back through its model.
+
+Each file kind has its own `schema_version`: the number of upgrades its reader knows. A file
+without the key is version 0 (written before versioning); reading applies the upgrades from the
+file's version on, so every older layout a tuner has written still loads.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,13 +17,16 @@ from pydantic import BaseModel, RootModel, ValidationError
 
 from tuner.errors import InputError
 
-__all__ = ["SCHEMA_VERSION", "dump_result", "read_result", "write_atomic"]
-
-# The layout every result file is written in today; files without the key are version 0.
-SCHEMA_VERSION = 1
+__all__ = ["Upgrade", "dump_result", "keep_layout", "read_result", "write_atomic"]
 
 M = TypeVar("M", bound=BaseModel)
+# Version n's content -> version n + 1's.
 Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def keep_layout(data: dict[str, Any]) -> dict[str, Any]:
+    """The upgrade of a version that only added `schema_version`."""
+    return data
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -42,8 +50,7 @@ def _first_error(exc: ValidationError, tagged: bool) -> str:
     return f"{where}: {err['msg']}"
 
 
-def read_result(path: Path, model: type[M], what: str, upgrade: Upgrade | None = None) -> M:
-    """Parse `path` as `model`; a pre-versioned file passes through `upgrade` first."""
+def _parse(path: Path, what: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -52,16 +59,22 @@ def read_result(path: Path, model: type[M], what: str, upgrade: Upgrade | None =
         raise InputError(f"{path}: not a YAML {what} ({exc.__class__.__name__})") from exc
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a {what} (expected a mapping at the top level)")
-    version = data.get("schema_version", 0)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    return data
+
+
+def read_result(path: Path, model: type[M], what: str, upgrades: Sequence[Upgrade]) -> M:
+    """Parse `path` as `model`, first upgrading an older layout (`upgrades[n]`: n -> n + 1)."""
+    data = _parse(path, what)
+    version = data.pop("schema_version", 0)
+    if not isinstance(version, int) or not 0 <= version <= len(upgrades):
         raise InputError(
-            f"{path}: {what} schema_version {version!r} is newer than this tuner reads "
-            f"({SCHEMA_VERSION}); upgrade tuner"
+            f"{path}: {what} schema_version {version!r} is not one this tuner reads "
+            f"(0 to {len(upgrades)}); a newer tuner wrote it?"
         )
-    if version == 0:
-        data = {**(upgrade(data) if upgrade else data), "schema_version": SCHEMA_VERSION}
+    for upgrade in upgrades[version:]:
+        data = upgrade(data)
     try:
-        return model.model_validate(data)
+        return model.model_validate({**data, "schema_version": len(upgrades)})
     except ValidationError as exc:
         tagged = issubclass(model, RootModel)
         raise InputError(f"{path}: not a valid {what} ({_first_error(exc, tagged)})") from exc
