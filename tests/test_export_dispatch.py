@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tuner.errors import InputError
 from tuner.export.dispatch import export_config, expressible, write_engine_exports, write_exports
+from tuner.export.trial import export_trial
 from tuner.run.spec import build_run_spec
+from tuner.run.tune import tune
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Quantization
 
@@ -44,3 +49,15 @@ def test_write_engine_exports_heads_each_engine_with_its_note(tmp_path: Path) ->
     readme = (tmp_path / "README.md").read_text()
     assert (tmp_path / "vllm.sh").is_file() and not (tmp_path / "sglang.sh").exists()
     assert ": the recommended variant" in readme and "## sglang: nothing to export" in readme
+
+
+def test_export_trial_writes_a_trial_folder_or_says_why_not(tmp_path: Path) -> None:
+    spec = build_run_spec(model="llama-3.2-1b", gpu="h100-sxm", trials=4)
+    run = tmp_path / "run"
+    records = tune(spec, run, fresh=True).records
+    done = next(r for r in records if r.config is not None)
+    out = export_trial(spec, run, done.number)
+    assert out.folder == run / "exports" / f"trial-{done.number}"
+    assert (out.folder / "README.md").is_file() and set(out.exports) == {"vllm", "sglang", "trtllm"}
+    with pytest.raises(InputError, match=r"no trial 99 \(trials 0\.\.3\)"):
+        export_trial(spec, run, 99)
