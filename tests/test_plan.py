@@ -27,6 +27,7 @@ from tuner.plan.sizing import (
     usd_per_million_tokens,
     utilisation,
 )
+from tuner.results.plan import load_plan
 from tuner.specs import EngineConfig, IntRange, KVDtype, Quantization, Workload
 
 runner = CliRunner()
@@ -258,7 +259,8 @@ def test_cli_prints_the_ranked_table_and_writes_the_run_folder(tmp_path: Path) -
     rows = (tmp_path / "run" / "plan.csv").read_text().splitlines()
     assert rows[0].startswith("rank,gpu,status") and len(rows) >= 3
     assert "Plotly.newPlot" in (tmp_path / "run" / "plan.html").read_text()
-    assert (tmp_path / "run" / "plan.yaml").is_file()
+    plan = load_plan(tmp_path / "run" / "plan.yaml")
+    assert plan.schema_version == 1 and {k.gpu for k in plan.kinds} == set(KINDS)
 
 
 def test_cli_json_is_one_object(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tuner.cli import app
+from tuner.results.best import TunedBest, load_best
 
 BASE = ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sla", "chat"]
 
@@ -22,13 +23,17 @@ def test_default_tune_reports_capacity_distinct_front_and_three_engine_exports(
     out = result.output
     assert "mode: capacity" in out and "capacity at the SLA:" in out
     assert "req/s, " in out and "output tok/s per GPU" in out and "req/s per replica: TTFT" in out
-    best = yaml.safe_load((run / "best.yaml").read_text())
-    rec = best["recommended"]
-    assert best["mode"] == "capacity"
-    assert rec["capacity"]["requests_per_s_per_gpu"] > 0 and rec["capacity"]["load"] > 0
-    assert rec["operating_point"]["load"] <= rec["capacity"]["load"]
-    assert rec["capacity"]["ttft_p95_ms"] <= 500 and rec["capacity"]["tpot_p95_ms"] <= 50
-    assert rec["batch_limits"]["max_num_seqs"] == rec["config"]["max_num_seqs"]
+    best = load_best(run / "best.yaml")
+    assert isinstance(best, TunedBest) and best.mode == "capacity" and best.schema_version == 1
+    rec = best.recommended
+    assert rec is not None and rec.capacity and rec.operating_point and rec.batch_limits
+    assert rec.capacity.requests_per_s_per_gpu > 0 and rec.capacity.load > 0
+    assert rec.operating_point.load <= rec.capacity.load
+    assert rec.capacity.ttft_ms <= 500 and rec.capacity.tpot_ms <= 50
+    assert rec.batch_limits.max_num_seqs == rec.config.max_num_seqs
+    # The keys users read stay named after the SLA percentile.
+    raw = yaml.safe_load((run / "best.yaml").read_text())["recommended"]
+    assert raw["capacity"]["ttft_p95_ms"] == rec.capacity.ttft_ms and "tpot_p95_ms" in raw
     with (run / "pareto.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert rows
@@ -43,10 +48,10 @@ def test_default_tune_reports_capacity_distinct_front_and_three_engine_exports(
         done = [r for r in csv.DictReader(fh) if r["capacity_load"] not in ("", "0.0")]
     assert done and all(float(r["ttft_band_pct"]) > 0 for r in done)
     assert "keeps the SLA with the +" in out and "+- " in out
-    assert rec["operating_point"]["tpot_band_pct"] > 0
+    assert (rec.operating_point.tpot_band_pct or 0) > 0
     for name in ("vllm.sh", "sglang.sh", "trtllm.sh"):
         assert (run / "exports" / name).is_file(), name
-    assert set(best["exports"]) == {"vllm", "sglang", "trtllm"}
+    assert best.exports is not None and set(best.exports) == {"vllm", "sglang", "trtllm"}
 
 
 def test_explicit_concurrency_runs_fixed_load_mode(tmp_path: Path) -> None:
@@ -56,7 +61,9 @@ def test_explicit_concurrency_runs_fixed_load_mode(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "mode: fixed load (32 closed-loop users)" in result.output
-    assert yaml.safe_load((run / "best.yaml").read_text())["mode"] == "fixed"
+    best = load_best(run / "best.yaml")
+    assert best.mode == "fixed" and best.recommended is not None
+    assert isinstance(best, TunedBest) and best.recommended.capacity is None
 
 
 def test_unknown_capacity_load_is_one_line_exit_2(tmp_path: Path) -> None:

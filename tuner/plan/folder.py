@@ -8,13 +8,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from tuner.export.dispatch import write_exports
 from tuner.knobs.registry import footprint_knobs, footprint_words, get
 from tuner.plan.chart import chart_data, render_html
 from tuner.plan.models import KindPlan, Option, PlanResult
 from tuner.plan.search import REFINED_KNOBS
-from tuner.run.folder import write_exports
+from tuner.results.io import dump_result, write_atomic
+from tuner.results.plan import PlanFile
 from tuner.run.spec import RunSpec
 
 __all__ = ["CSV_FIELDS", "plan_dir_name", "plan_rows", "summary_lines", "write_plan"]
@@ -22,29 +22,57 @@ __all__ = ["CSV_FIELDS", "plan_dir_name", "plan_rows", "summary_lines", "write_p
 # The variant's knobs a plan decides: its footprint, then the batch limits it refines.
 _KNOB_COLUMNS = tuple(k.name for k in footprint_knobs()) + REFINED_KNOBS
 CSV_FIELDS = (
-    "rank", "gpu", "status", "best", "tp", "replicas", "gpus", "target_rps",
-    "capacity_rps_per_replica", "utilisation", "usd_per_gpu_hour", "usd_per_hour",
-    "usd_per_m_output_tokens", "usd_per_m_total_tokens", "ttft_ms", "tpot_ms",
-    "energy_j_per_output_token_estimate", *_KNOB_COLUMNS, "max_context_tokens", "price_source",
-    "price_checked", "note",
-)  # fmt: skip
+    "rank",
+    "gpu",
+    "status",
+    "best",
+    "tp",
+    "replicas",
+    "gpus",
+    "target_rps",
+    "capacity_rps_per_replica",
+    "utilisation",
+    "usd_per_gpu_hour",
+    "usd_per_hour",
+    "usd_per_m_output_tokens",
+    "usd_per_m_total_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "energy_j_per_output_token_estimate",
+    *_KNOB_COLUMNS,
+    "max_context_tokens",
+    "price_source",
+    "price_checked",
+    "note",
+)
 
 
 def _option_row(rank: int, kind: KindPlan, o: Option) -> dict[str, Any]:
     c = o.config
     return {
-        "rank": rank, "gpu": o.gpu, "status": kind.status, "best": o is kind.best, "tp": o.tp,
-        "replicas": o.replicas, "gpus": o.gpus, "target_rps": o.target_rps,
-        "capacity_rps_per_replica": o.capacity_rps_per_replica, "utilisation": o.utilisation,
-        "usd_per_gpu_hour": o.usd_per_gpu_hour, "usd_per_hour": o.usd_per_hour,
+        "rank": rank,
+        "gpu": o.gpu,
+        "status": kind.status,
+        "best": o is kind.best,
+        "tp": o.tp,
+        "replicas": o.replicas,
+        "gpus": o.gpus,
+        "target_rps": o.target_rps,
+        "capacity_rps_per_replica": o.capacity_rps_per_replica,
+        "utilisation": o.utilisation,
+        "usd_per_gpu_hour": o.usd_per_gpu_hour,
+        "usd_per_hour": o.usd_per_hour,
         "usd_per_m_output_tokens": o.usd_per_m_output_tokens,
-        "usd_per_m_total_tokens": o.usd_per_m_total_tokens, "ttft_ms": o.ttft_ms,
-        "tpot_ms": o.tpot_ms, "energy_j_per_output_token_estimate": o.energy_j_per_output_token,
+        "usd_per_m_total_tokens": o.usd_per_m_total_tokens,
+        "ttft_ms": o.ttft_ms,
+        "tpot_ms": o.tpot_ms,
+        "energy_j_per_output_token_estimate": o.energy_j_per_output_token,
         **{name: get(name).plain(getattr(c, name)) for name in _KNOB_COLUMNS},
         "max_context_tokens": o.max_context_tokens,
         "price_source": kind.price.source if kind.price else "",
-        "price_checked": kind.price.checked.isoformat() if kind.price else "", "note": o.fit,
-    }  # fmt: skip
+        "price_checked": kind.price.checked.isoformat() if kind.price else "",
+        "note": o.fit,
+    }
 
 
 def plan_rows(result: PlanResult) -> list[dict[str, Any]]:
@@ -52,8 +80,9 @@ def plan_rows(result: PlanResult) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for rank, kind in enumerate(result.kinds, start=1):
         if not kind.options:
-            rows.append({"rank": rank, "gpu": kind.gpu, "status": kind.status,
-                         "note": kind.reason or ""})  # fmt: skip
+            rows.append(
+                {"rank": rank, "gpu": kind.gpu, "status": kind.status, "note": kind.reason or ""}
+            )
         rows += [_option_row(rank, kind, o) for o in kind.options]
     return [{f: r.get(f, "") for f in CSV_FIELDS} for r in rows]
 
@@ -100,9 +129,15 @@ def plan_dir_name(result: PlanResult, now: datetime) -> str:
 
 def _export_spec(result: PlanResult, o: Option) -> RunSpec:
     req = result.request
-    return RunSpec(model=req.model, gpu=req.gpu(o.gpu), sla=req.sla,
-                   workload=req.workload, space=req.space, num_gpus=o.tp,
-                   model_source=req.model.hf_id or req.model.name)  # fmt: skip
+    return RunSpec(
+        model=req.model,
+        gpu=req.gpu(o.gpu),
+        sla=req.sla,
+        workload=req.workload,
+        space=req.space,
+        num_gpus=o.tp,
+        model_source=req.model.hf_id or req.model.name,
+    )
 
 
 def write_plan(result: PlanResult, run_dir: Path) -> dict[str, Path]:
@@ -113,8 +148,7 @@ def write_plan(result: PlanResult, run_dir: Path) -> dict[str, Path]:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(plan_rows(result))
-    doc = result.model_dump(mode="json")
-    files["plan.yaml"].write_text(yaml.safe_dump(doc, sort_keys=False))
+    write_atomic(files["plan.yaml"], dump_result(PlanFile(**dict(result))))
     for kind in result.ok:
         assert kind.best is not None
         folder = run_dir / "exports" / kind.gpu

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from tuner.export import ENGINES
+from tuner.export.dispatch import expressible
 from tuner.perf.bands import band_columns
 from tuner.perf.capacity import Capacity, LoadPoint
+from tuner.results.best import BatchLimits, CapacityFields, LoadPointBlock, OperatingBlock
 from tuner.run.spec import RunSpec
 from tuner.search.frontier import FrontPoint, ranked_by_capacity
 from tuner.search.pareto import ParetoResult
@@ -19,18 +21,25 @@ from tuner.specs import EngineConfig, Metrics
 __all__ = [
     "CAPACITY_COLUMNS",
     "capacity_block",
+    "capacity_fields",
     "engine_picks",
-    "expressible",
     "format_load",
     "load_unit",
+    "pick_notes",
     "probe_at",
     "write_frontier_csv",
 ]
 
 # Per-trial capacity and error-band columns (trials.csv), read from Metrics.extra; in capacity
 # mode the band is the one at the capacity load (tuner.backends.capacity_extra).
-CAPACITY_COLUMNS = ("capacity_rps_per_gpu", "capacity_tok_s_per_gpu", "capacity_load",
-                    "operating_load", "operating_tok_s_per_gpu", *band_columns(None))  # fmt: skip
+CAPACITY_COLUMNS = (
+    "capacity_rps_per_gpu",
+    "capacity_tok_s_per_gpu",
+    "capacity_load",
+    "operating_load",
+    "operating_tok_s_per_gpu",
+    *band_columns(None),
+)
 
 
 def load_unit(mode: str) -> str:
@@ -41,14 +50,6 @@ def load_unit(mode: str) -> str:
 def format_load(load: float, mode: str) -> str:
     """A load as printed: req/s with two decimals, users as a whole number."""
     return f"{load:,.2f}" if mode == "rate" else f"{load:,.0f}"
-
-
-def expressible(engine: str, config: EngineConfig, spec: RunSpec) -> str | None:
-    """None when `engine`'s exporter can express `config`, else the exporter's reason."""
-    from tuner.run.folder import export_config  # folder imports this module
-
-    result = export_config(config, spec, engines=(engine,))[engine]
-    return result if isinstance(result, str) else None
 
 
 def engine_picks(
@@ -77,6 +78,36 @@ def engine_picks(
     return picks
 
 
+def _pick_note(engine: str, pick: TrialRecord, spec: RunSpec, recommended: TrialRecord) -> str:
+    which = "the recommended variant"
+    if pick.number != recommended.number:
+        assert recommended.config is not None
+        why = expressible(engine, recommended.config, spec)
+        which = (
+            f"trial {pick.number}, the best variant {engine} can express (the "
+            f"recommended trial {recommended.number} is not: {why})"
+        )
+    cap = pick.capacity
+    op = (cap.operating or cap.at_sla) if cap else None
+    if op is not None and cap is not None:
+        which += (
+            f"; drive it at {op.load:.4g} {load_unit(cap.mode)} per replica "
+            f"({op.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU)"
+        )
+    return which
+
+
+def pick_notes(
+    picks: dict[str, TrialRecord | str], spec: RunSpec, recommended: TrialRecord
+) -> dict[str, str]:
+    """Per engine given a variant: which variant it is and the load to drive it at (README)."""
+    return {
+        engine: _pick_note(engine, pick, spec, recommended)
+        for engine, pick in picks.items()
+        if not isinstance(pick, str)
+    }
+
+
 def probe_at(record: TrialRecord, load: float) -> LoadPoint | None:
     """The capacity probe of `record` at exactly `load` (a frontier row's), if any."""
     points = record.capacity.points if record.capacity else []
@@ -84,32 +115,72 @@ def probe_at(record: TrialRecord, load: float) -> LoadPoint | None:
 
 
 def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
+    bands = {k: None if v == "" else v for k, v in band_columns(p.band).items()}
     return {
+        "percentile": pct,
         "load": p.load,
         "requests_per_s_per_gpu": p.requests_per_s_per_gpu,
         "output_tokens_per_s_per_gpu": p.output_tokens_per_s_per_gpu,
-        f"ttft_p{pct}_ms": p.ttft_ms.at(pct),
-        f"tpot_p{pct}_ms": p.tpot_ms.at(pct),
-        **band_columns(p.band),
+        "ttft_ms": p.ttft_ms.at(pct),
+        "tpot_ms": p.tpot_ms.at(pct),
+        **bands,
     }
+
+
+def capacity_fields(
+    cap: Capacity, config: EngineConfig, metrics: Metrics, pct: int
+) -> CapacityFields:
+    """best.yaml's capacity, operating load and the batch limits that reproduce them."""
+    top, op = cap.at_sla, cap.operating
+    assert top is not None
+    return CapacityFields(
+        load_mode=cap.mode,
+        load_unit=load_unit(cap.mode) + " per replica",
+        capacity=LoadPointBlock(**_point_fields(top, pct)),
+        operating_point=OperatingBlock(
+            **_point_fields(op or top, pct), headroom=cap.headroom if op else 0
+        ),
+        batch_limits=BatchLimits(
+            max_num_seqs=config.max_num_seqs,
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            peak_concurrent_seqs_at_capacity=metrics.max_concurrent_seqs,
+        ),
+        capacity_probes=cap.probes,
+    )
 
 
 def capacity_block(
     cap: Capacity, config: EngineConfig, metrics: Metrics, pct: int
 ) -> dict[str, Any]:
-    """best.yaml's capacity, operating load and the batch limits that reproduce them."""
-    top, op = cap.at_sla, cap.operating
-    assert top is not None
+    """`capacity_fields` as best.yaml writes it (for writers that still build a dict)."""
+    return capacity_fields(cap, config, metrics, pct).model_dump(mode="json")
+
+
+def _frontier_row(i: int, q: FrontPoint, r: TrialRecord, pct: int) -> dict[str, Any]:
+    cfg = r.config.model_dump(mode="json") if r.config else {}
+    extra = r.metrics.extra if r.metrics else {}
+    probe = probe_at(r, q.load)
     return {
-        "load_mode": cap.mode,
-        "load_unit": load_unit(cap.mode) + " per replica",
-        "capacity": _point_fields(top, pct),
-        "operating_point": {**_point_fields(op or top, pct), "headroom": cap.headroom if op else 0},
-        "batch_limits": {"max_num_seqs": config.max_num_seqs,
-                         "max_num_batched_tokens": config.max_num_batched_tokens,
-                         "peak_concurrent_seqs_at_capacity": metrics.max_concurrent_seqs},
-        "capacity_probes": cap.probes,
-    }  # fmt: skip
+        "rank": i + 1,
+        "trial": q.trial,
+        **{k: cfg.get(k, "") for k in KNOBS},
+        "load_mode": q.mode,
+        "load": q.load,
+        "requests_per_s_per_gpu": q.requests_per_s_per_gpu,
+        "output_tokens_per_s_per_gpu": q.output_tokens_per_s_per_gpu,
+        f"ttft_p{pct}_ms": q.ttft_ms,
+        f"tpot_p{pct}_ms": q.tpot_ms,
+        "tokens_per_s_per_user": q.tokens_per_s_per_user,
+        "is_capacity": q.is_capacity,
+        "capacity_rps_per_gpu": extra.get("capacity_rps_per_gpu", ""),
+        "capacity_tok_s_per_gpu": extra.get("capacity_tok_s_per_gpu", ""),
+        **band_columns(probe.band if probe else None),
+        "stands_for": len(q.variants),
+        "variants": " ".join(map(str, q.variants)),
+        "did_not_matter": "; ".join(
+            f"{k}={'/'.join(map(str, v))}" for k, v in q.did_not_matter.items()
+        ),
+    }
 
 
 def write_frontier_csv(
@@ -118,28 +189,7 @@ def write_frontier_csv(
     """pareto.csv in capacity mode: one row per distinct (variant, load) outcome."""
     pct = spec.sla.percentile
     by_number = {r.number: r for r in records}
-    rows = []
-    for i, q in enumerate(frontier):
-        r = by_number[q.trial]
-        cfg = r.config.model_dump(mode="json") if r.config else {}
-        extra = r.metrics.extra if r.metrics else {}
-        probe = (
-            next((p for p in r.capacity.points if p.load == q.load), None) if r.capacity else None
-        )
-        rows.append({
-            "rank": i + 1, "trial": q.trial, **{k: cfg.get(k, "") for k in KNOBS},
-            "load_mode": q.mode, "load": q.load,
-            "requests_per_s_per_gpu": q.requests_per_s_per_gpu,
-            "output_tokens_per_s_per_gpu": q.output_tokens_per_s_per_gpu,
-            f"ttft_p{pct}_ms": q.ttft_ms, f"tpot_p{pct}_ms": q.tpot_ms,
-            "tokens_per_s_per_user": q.tokens_per_s_per_user, "is_capacity": q.is_capacity,
-            "capacity_rps_per_gpu": extra.get("capacity_rps_per_gpu", ""),
-            "capacity_tok_s_per_gpu": extra.get("capacity_tok_s_per_gpu", ""),
-            **band_columns(probe.band if probe else None),
-            "stands_for": len(q.variants), "variants": " ".join(map(str, q.variants)),
-            "did_not_matter": "; ".join(f"{k}={'/'.join(map(str, v))}"
-                                        for k, v in q.did_not_matter.items()),
-        })  # fmt: skip
+    rows = [_frontier_row(i, q, by_number[q.trial], pct) for i, q in enumerate(frontier)]
     fields = list(rows[0]) if rows else ["rank", "trial", *KNOBS, "load_mode", "load"]
     with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)

@@ -4,36 +4,35 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tuner.errors import InputError
-from tuner.export import ENGINES, sglang, trtllm, vllm
-from tuner.export.bundle import EngineExport
+
+# write_exports is re-exported for callers that still import it from here (cli/tune_cmd.py,
+# run/confirm_out.py); its home is tuner.export.dispatch.
+from tuner.export.dispatch import write_engine_exports, write_exports
+from tuner.results.best import CapacityFields, ExportPick, TunedBest, TunedPick
+from tuner.results.io import dump_result, write_atomic
 from tuner.run.capacity_out import (
     CAPACITY_COLUMNS,
-    capacity_block,
+    capacity_fields,
     engine_picks,
-    expressible,
-    load_unit,
+    pick_notes,
     write_frontier_csv,
 )
 from tuner.run.report import render_html, report_data
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
-from tuner.specs import EngineConfig, Metrics
+from tuner.specs import EngineConfig
 
 __all__ = [
     "OUTPUT_FILES",
+    "best_file",
     "claim_run_dir",
     "make_run_dir",
-    "export_config",
     "write_best",
-    "write_engine_exports",
     "write_exports",
     "write_outputs",
     "write_trials_csv",
@@ -80,13 +79,6 @@ def claim_run_dir(parent: Path, name: str) -> Path:
     raise InputError(f"{parent}: {_MAX_NAME_SUFFIX} run folders named {name}; use --run-dir")
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and rename: a reader (or Ctrl-C) never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _clear_derived(run_dir: Path) -> None:
     for name in _DERIVED:
         (run_dir / name).unlink(missing_ok=True)
@@ -130,122 +122,65 @@ def write_trials_csv(records: list[TrialRecord], spec: RunSpec, path: Path) -> N
     writer = csv.DictWriter(buffer, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
-    _write_text(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
 
 
-def export_config(
-    config: EngineConfig,
+def _tuned_pick(rec: TrialRecord, result: ParetoResult, pct: int) -> TunedPick:
+    assert rec.config is not None and rec.metrics is not None
+    m = rec.metrics
+    cap = rec.capacity
+    fields = capacity_fields(cap, rec.config, m, pct) if cap and cap.at_sla else CapacityFields()
+    return TunedPick(
+        percentile=pct,
+        trial=rec.number,
+        headroom_met=result.headroom_met,
+        config=rec.config,
+        ttft_ms=m.ttft_ms.at(pct),
+        tpot_ms=m.tpot_ms.at(pct),
+        output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
+        output_tokens_per_s=m.output_tokens_per_s,
+        kv_capacity_tokens=m.kv_capacity_tokens,
+        weights_gib=m.weights_gib,
+        backend=m.backend,
+        **dict(fields),
+    )
+
+
+def best_file(
     spec: RunSpec,
-    metrics: Metrics | None = None,
-    engines: tuple[str, ...] = ENGINES,
-) -> dict[str, EngineExport | str]:
-    """Each engine's export for `config`, or the reason that engine cannot express it."""
-    out: dict[str, EngineExport | str] = {}
-    model = spec.model_source
-    makers = {
-        "vllm": lambda: vllm.export(config, model, gpu=spec.gpu),
-        "sglang": lambda: sglang.export(config, model, gpu=spec.gpu),
-        "trtllm": lambda: trtllm.export(config, model, metrics=metrics, gpu=spec.gpu),
-    }
-    for engine, make in makers.items():
-        if engine not in engines:
-            continue
-        try:
-            out[engine] = make()
-        except InputError as exc:
-            out[engine] = str(exc)
-    return out
-
-
-def write_exports(
-    config: EngineConfig, spec: RunSpec, folder: Path, metrics: Metrics | None = None
-) -> dict[str, EngineExport | str]:
-    """Write every engine's files plus a README with commands and caveats into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    exports = export_config(config, spec, metrics)
-    readme = ["# Launch recipes for this variant", ""]
-    readme.append(yaml.safe_dump({"config": config.model_dump(mode="json")}, sort_keys=False))
-    for engine, exp in exports.items():
-        if isinstance(exp, str):
-            readme += [f"## {engine}: not expressible", "", exp, ""]
-            continue
-        for name, text in exp.files.items():
-            (folder / name).write_text(text)
-        readme += [f"## {engine} {exp.version}", "", exp.command, ""]
-        readme += [f"NOTE: {n}" for n in exp.notes] + [""]
-    (folder / "README.md").write_text("\n".join(readme))
-    return exports
-
-
-def write_engine_exports(
-    picks: dict[str, TrialRecord | str],
-    spec: RunSpec,
-    folder: Path,
-    recommended: TrialRecord | None,
-) -> None:
-    """Each engine's files from the best variant it can express, plus a README saying which."""
-    folder.mkdir(parents=True, exist_ok=True)
-    readme = ["# Launch recipes: each engine gets the best front variant it can express", ""]
-    for engine, pick in picks.items():
-        if isinstance(pick, str):
-            readme += [f"## {engine}: nothing to export", "", pick, ""]
-            continue
-        assert pick.config is not None
-        exp = export_config(pick.config, spec, pick.metrics, engines=(engine,))[engine]
-        assert not isinstance(exp, str)
-        for name, text in exp.files.items():
-            (folder / name).write_text(text)
-        which = "the recommended variant"
-        if recommended is not None and pick.number != recommended.number:
-            assert recommended.config is not None
-            why = expressible(engine, recommended.config, spec)
-            which = (f"trial {pick.number}, the best variant {engine} can express (the "
-                     f"recommended trial {recommended.number} is not: {why})")  # fmt: skip
-        op = pick.capacity.operating or pick.capacity.at_sla if pick.capacity else None
-        if op is not None and pick.capacity is not None:
-            which += (f"; drive it at {op.load:.4g} {load_unit(pick.capacity.mode)} per replica "
-                      f"({op.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU)")  # fmt: skip
-        readme += [f"## {engine} {exp.version}: {which}", "",
-                   yaml.safe_dump({"config": pick.config.model_dump(mode="json")}, sort_keys=False),
-                   exp.command, ""]  # fmt: skip
-        readme += [f"NOTE: {n}" for n in exp.notes] + [""]
-    (folder / "README.md").write_text("\n".join(readme))
-
-
-def write_best(spec: RunSpec, records: list[TrialRecord], result: ParetoResult, path: Path,
-               picks: dict[str, TrialRecord | str] | None = None) -> None:  # fmt: skip
-    """best.yaml: the recommended variant with its metrics, or the closest misses."""
-    by_number = {r.number: r for r in records}
-    data: dict[str, Any] = {"sla": spec.sla.model_dump(mode="json"), "rule": result.rule}
-    if result.recommended is None:
-        data["recommended"] = None
-        data["closest"] = [m.model_dump() for m in result.closest]
-    else:
-        rec = by_number[result.recommended]
-        assert rec.config is not None and rec.metrics is not None
-        pct = spec.sla.percentile
-        data["recommended"] = {
-            "trial": rec.number,
-            "headroom_met": result.headroom_met,
-            "config": rec.config.model_dump(mode="json"),
-            f"ttft_p{pct}_ms": rec.metrics.ttft_ms.at(pct),
-            f"tpot_p{pct}_ms": rec.metrics.tpot_ms.at(pct),
-            "output_tokens_per_s_per_gpu": rec.metrics.output_tokens_per_s_per_gpu,
-            "output_tokens_per_s": rec.metrics.output_tokens_per_s,
-            "kv_capacity_tokens": rec.metrics.kv_capacity_tokens,
-            "weights_gib": rec.metrics.weights_gib,
-            "backend": rec.metrics.backend,
-        }
-        if rec.capacity is not None and rec.capacity.at_sla is not None:
-            data["recommended"].update(capacity_block(rec.capacity, rec.config, rec.metrics, pct))
-    data["mode"] = result.mode
+    records: list[TrialRecord],
+    result: ParetoResult,
+    picks: dict[str, TrialRecord | str] | None = None,
+) -> TunedBest:
+    """best.yaml's content: the recommended variant with its metrics, or the closest misses."""
+    rec = next((r for r in records if r.number == result.recommended), None)
+    exports = None
     if picks:
-        data["exports"] = {e: p if isinstance(p, str) else {"trial": p.number}
-                           for e, p in picks.items()}  # fmt: skip
-    data["pareto_trials"] = result.front
-    data["knee_trial"] = result.knee
-    data["hypervolume"] = result.hypervolume
-    _write_text(path, yaml.safe_dump(data, sort_keys=False))
+        exports = {
+            e: p if isinstance(p, str) else ExportPick(trial=p.number) for e, p in picks.items()
+        }
+    return TunedBest(
+        sla=spec.sla,
+        rule=result.rule,
+        mode="capacity" if result.mode == "capacity" else "fixed",
+        recommended=None if rec is None else _tuned_pick(rec, result, spec.sla.percentile),
+        closest=result.closest if rec is None else None,
+        exports=exports,
+        pareto_trials=result.front,
+        knee_trial=result.knee,
+        hypervolume=result.hypervolume,
+    )
+
+
+def write_best(
+    spec: RunSpec,
+    records: list[TrialRecord],
+    result: ParetoResult,
+    path: Path,
+    picks: dict[str, TrialRecord | str] | None = None,
+) -> None:
+    """Write best.yaml from `best_file`."""
+    write_atomic(path, dump_result(best_file(spec, records, result, picks)))
 
 
 def write_outputs(
@@ -259,7 +194,7 @@ def write_outputs(
     make_run_dir(run_dir)
     _clear_derived(run_dir)
     files = {name: run_dir / name for name in OUTPUT_FILES}
-    _write_text(files["run.yaml"], spec.to_yaml())
+    write_atomic(files["run.yaml"], spec.to_yaml())
     write_trials_csv(sorted(records, key=lambda r: r.number), spec, files["trials.csv"])
     front = {n: i for i, n in enumerate(result.front)}
     if result.mode == "capacity":
@@ -274,8 +209,8 @@ def write_outputs(
     write_best(spec, records, result, files["best.yaml"], picks)
     if picks is not None:
         rec = next(r for r in records if r.number == result.recommended)
-        write_engine_exports(picks, spec, run_dir / "exports", rec)
+        write_engine_exports(picks, spec, run_dir / "exports", pick_notes(picks, spec, rec))
         files["exports"] = run_dir / "exports"
     data = report_data(spec, records, result, importance)
-    _write_text(files["report.html"], render_html(data))
+    write_atomic(files["report.html"], render_html(data))
     return files
