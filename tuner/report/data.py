@@ -1,26 +1,23 @@
-"""The HTML report: a plain ReportData object first, then Plotly figures rendered from it.
+"""The tune report's data: a plain ReportData computed from the run's records, before any figure.
 
-The page is self-contained (plotly.js embedded once) so it opens offline. `report_data` is pure
-and tested; `render_html` only lays the data out.
+`report_data` is pure and tested; tuner.report.figures draws from it, tuner.report.render lays
+the page out.
 """
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from pydantic import BaseModel
 
 from tuner.perf.speculative import acceptance_for
-from tuner.run.html_page import ONERROR_JS, plot_divs, plot_script
-from tuner.run.report_capacity import CapacityReport, capacity_report
-from tuner.run.report_figures import figures
+from tuner.report.capacity import CapacityReport, capacity_report
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
 from tuner.search.trials import TrialRecord
 
-__all__ = ["Point", "ReportData", "figures", "render_html", "report_data"]
+__all__ = ["Point", "ReportData", "report_data"]
 
 
 class Point(BaseModel):
@@ -175,10 +172,6 @@ def _bands(extra: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _pm(p: Point, quantity: str) -> str:
-    return f" +- {p.band_pct[quantity]:.0f}%" if quantity in p.band_pct else ""
-
-
 def _sla_text(spec: RunSpec) -> str:
     s = spec.sla
     parts = []
@@ -206,87 +199,3 @@ def _workload_text(spec: RunSpec) -> str:
         f"{w.input_tokens} in / {w.output_tokens} out tokens (+-{w.length_spread:.0%}), {load}, "
         f"{w.measured_requests} requests, prefix hit {w.prefix_cache_hit:.0%}"
     )
-
-
-# ----------------------------------------------------------------------------- page
-
-
-def _table(data: ReportData) -> str:
-    by_number = {p.number: p for p in data.points}
-    head = ["trial", *KNOB_COLUMNS, f"TTFT P{data.percentile} ms", f"TPOT P{data.percentile} ms",
-            "tok/s/GPU", "capacity tok/s/GPU"]  # fmt: skip
-    rows = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
-    for n in data.front:
-        p = by_number[n]
-        cls = ' class="recommended"' if p.recommended else ""
-        cells = [
-            str(n),
-            *(str(p.knobs[k]) for k in KNOB_COLUMNS),
-            f"{p.ttft_ms:.1f}{_pm(p, 'ttft')}",
-            f"{p.tpot_ms:.2f}{_pm(p, 'tpot')}",
-            f"{p.tput_per_gpu:.0f}{_pm(p, 'throughput')}",
-            "" if p.capacity_tok_s_per_gpu is None else f"{p.capacity_tok_s_per_gpu:.0f}",
-        ]
-        rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    return '<table class="pareto">' + "".join(rows) + "</table>"
-
-
-def _summary(data: ReportData) -> str:
-    if data.recommended is None:
-        items = "".join(f"<li>{html.escape(c)}</li>" for c in data.closest)
-        return (
-            '<p class="fail"><b>No variant met the SLA; nothing is recommended.</b></p>'
-            f"<p>Closest variants:</p><ul>{items}</ul>"
-        )
-    p = next(p for p in data.points if p.number == data.recommended)
-    room = "" if data.headroom_met else " (meets the SLA but without the headroom margin)"
-    knobs = ", ".join(f"{k}={v}" for k, v in p.knobs.items())
-    return (
-        f'<p class="ok"><b>Recommended: trial {p.number}</b>{room}: {html.escape(knobs)}; '
-        f"TTFT P{data.percentile} {p.ttft_ms:.1f} ms{_pm(p, 'ttft')}, TPOT P{data.percentile} "
-        f"{p.tpot_ms:.2f} ms{_pm(p, 'tpot')}, {p.tput_per_gpu:.0f}{_pm(p, 'throughput')} output "
-        f"tokens/s per GPU{' (+- the error band of the prediction)' if p.band_pct else ''}.</p>"
-    )
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
-table{border-collapse:collapse;font-size:13px;margin:8px 0}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
-th{background:#f3f3f3} tr.recommended td{background:#fff3b0;font-weight:bold}
-.ok{background:#eef8ee;padding:8px}.fail{background:#fdeaea;padding:8px}
-.inputs td{text-align:left} .plot{margin:16px 0} #js-errors{color:#b00}
-"""
-
-
-def render_html(data: ReportData) -> str:
-    """A self-contained HTML page (plotly.js embedded) rendering `data`."""
-    from plotly.offline import get_plotlyjs
-
-    figs = figures(data)
-    inputs = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-        for k, v in data.inputs.items()
-    )
-    counts = ", ".join(f"{v} {k}" for k, v in data.counts.items())
-    pruned = "; ".join(f"{k}: {v}" for k, v in sorted(data.pruned_reasons.items()))
-    pruned_text = f" Pruned before evaluation: {html.escape(pruned)}" if pruned else ""
-    divs, script = plot_divs(figs), plot_script(figs)
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{html.escape(data.title)}</title>
-<style>{_CSS}</style><script>{ONERROR_JS}</script>
-<script>{get_plotlyjs()}</script></head>
-<body><h1>{html.escape(data.title)}</h1>
-<pre id="js-errors"></pre>
-{_summary(data)}
-<p><b>Recommendation rule.</b> {html.escape(data.rule)}</p>
-<table class="inputs">{inputs}</table>
-<p>Trials: {html.escape(counts)}.{pruned_text}</p>
-<h2>Pareto set</h2>{_table(data)}
-{divs}
-<script>{script}
-document.body.setAttribute('data-plots-rendered',
-  document.querySelectorAll('.plot .main-svg').length);
-</script>
-</body></html>
-"""

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.knobs import color_for
 from tuner.knobs import get as get_knob
-from tuner.run.report_capacity import capacity_figures
+from tuner.report.capacity import capacity_figures
+from tuner.report.shapes import SLA_LINE, hline
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
 
 if TYPE_CHECKING:
-    from tuner.run.report import ReportData
+    from tuner.report.data import ReportData
 
 __all__ = ["FADED_COLOR", "FRONT_COLOR_KNOB", "figures"]
 
@@ -26,12 +27,18 @@ def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
     bound = data.tpot_bound_ms if latency == "tpot_ms" else data.ttft_bound_ms
     traces: list[dict[str, Any]] = []
     others = [p for p in data.points if not p.on_front]
-    traces.append({
-        "type": "scatter", "mode": "markers", "name": "all trials",
-        "x": [p.tput_per_gpu for p in others], "y": [getattr(p, latency) for p in others],
-        "text": [p.hover for p in others], "hovertemplate": "%{text}<extra></extra>",
-        "marker": {"color": FADED_COLOR, "size": 6},
-    })  # fmt: skip
+    traces.append(
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "all trials",
+            "x": [p.tput_per_gpu for p in others],
+            "y": [getattr(p, latency) for p in others],
+            "text": [p.hover for p in others],
+            "hovertemplate": "%{text}<extra></extra>",
+            "marker": {"color": FADED_COLOR, "size": 6},
+        }
+    )
     on_front = [p for p in data.points if p.on_front]
     order = get_knob(FRONT_COLOR_KNOB).choices or ()
     seen = {p.knobs[FRONT_COLOR_KNOB] for p in on_front}
@@ -40,28 +47,42 @@ def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
         color = color_for(FRONT_COLOR_KNOB, quant)
         pts = [p for p in on_front if p.knobs[FRONT_COLOR_KNOB] == quant]
         pts.sort(key=lambda p: p.tput_per_gpu)
-        traces.append({
-            "type": "scatter", "mode": "markers", "name": f"Pareto: {quant}",
-            "x": [p.tput_per_gpu for p in pts], "y": [getattr(p, latency) for p in pts],
-            "text": [p.hover for p in pts], "hovertemplate": "%{text}<extra></extra>",
-            "marker": {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}},
-        })  # fmt: skip
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"Pareto: {quant}",
+                "x": [p.tput_per_gpu for p in pts],
+                "y": [getattr(p, latency) for p in pts],
+                "text": [p.hover for p in pts],
+                "hovertemplate": "%{text}<extra></extra>",
+                "marker": {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}},
+            }
+        )
     rec = [p for p in data.points if p.recommended]
     if rec:
-        traces.append({
-            "type": "scatter", "mode": "markers+text", "name": "recommended",
-            "x": [rec[0].tput_per_gpu], "y": [getattr(rec[0], latency)],
-            "text": ["recommended"], "textposition": "top center",
-            "hovertext": [rec[0].hover], "hovertemplate": "%{hovertext}<extra></extra>",
-            "marker": {"symbol": "star", "size": 22, "color": "gold",
-                       "line": {"width": 2, "color": "#000"}},
-        })  # fmt: skip
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers+text",
+                "name": "recommended",
+                "x": [rec[0].tput_per_gpu],
+                "y": [getattr(rec[0], latency)],
+                "text": ["recommended"],
+                "textposition": "top center",
+                "hovertext": [rec[0].hover],
+                "hovertemplate": "%{hovertext}<extra></extra>",
+                "marker": {
+                    "symbol": "star",
+                    "size": 22,
+                    "color": "gold",
+                    "line": {"width": 2, "color": "#000"},
+                },
+            }
+        )
     shapes = []
     if bound is not None:
-        shapes.append({
-            "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": bound, "y1": bound,
-            "line": {"color": "crimson", "dash": "dash", "width": 2},
-        })  # fmt: skip
+        shapes.append(hline(bound, SLA_LINE | {"width": 2}))
     layout = {
         "title": {"text": f"{label} P{data.percentile} vs output tokens/s per GPU"},
         "xaxis": {"title": {"text": "output tokens/s per GPU"}},
@@ -76,9 +97,17 @@ def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
 
 def _bound_note(label: str, bound: float) -> dict[str, Any]:
     """The text beside the SLA line."""
-    return {"xref": "paper", "x": 1, "y": math.log10(bound), "yref": "y", "xanchor": "right",
-            "text": f"SLA {label} {bound:g} ms", "showarrow": False,
-            "font": {"color": "crimson"}, "yanchor": "bottom"}  # fmt: skip
+    return {
+        "xref": "paper",
+        "x": 1,
+        "y": math.log10(bound),
+        "yref": "y",
+        "xanchor": "right",
+        "text": f"SLA {label} {bound:g} ms",
+        "showarrow": False,
+        "font": {"color": "crimson"},
+        "yanchor": "bottom",
+    }
 
 
 def _parallel_figure(data: ReportData) -> dict[str, Any]:
@@ -89,31 +118,61 @@ def _parallel_figure(data: ReportData) -> dict[str, Any]:
             dims.append({"label": knob, "values": values})
         else:
             cats = sorted({str(v) for v in values})
-            dims.append({
-                "label": knob, "values": [cats.index(str(v)) for v in values],
-                "tickvals": list(range(len(cats))), "ticktext": cats,
-            })  # fmt: skip
+            dims.append(
+                {
+                    "label": knob,
+                    "values": [cats.index(str(v)) for v in values],
+                    "tickvals": list(range(len(cats))),
+                    "ticktext": cats,
+                }
+            )
     dims.append({"label": "tok/s/GPU", "values": [p.tput_per_gpu for p in data.points]})
     color = [p.tput_per_gpu if p.meets_sla else 0.0 for p in data.points]
     trace = {
-        "type": "parcoords", "dimensions": dims,
-        "line": {"color": color, "colorscale": "Viridis", "showscale": True,
-                 "colorbar": {"title": {"text": "tok/s/GPU (0 = misses SLA)"}}},
-    }  # fmt: skip
-    return {"data": [trace], "layout": {"title": {"text": "Knobs of every evaluated trial"},
-                                        "height": 480}}  # fmt: skip
+        "type": "parcoords",
+        "dimensions": dims,
+        "line": {
+            "color": color,
+            "colorscale": "Viridis",
+            "showscale": True,
+            "colorbar": {"title": {"text": "tok/s/GPU (0 = misses SLA)"}},
+        },
+    }
+    return {
+        "data": [trace],
+        "layout": {"title": {"text": "Knobs of every evaluated trial"}, "height": 480},
+    }
 
 
 def _history_figure(data: ReportData) -> dict[str, Any]:
     xs = data.history_numbers
     traces = [
-        {"type": "scatter", "mode": "markers", "name": "feasible trial tok/s/GPU", "x": xs,
-         "y": data.history_tput, "marker": {"color": "#1f77b4", "size": 6}},
-        {"type": "scatter", "mode": "lines", "name": "best so far", "x": xs,
-         "y": data.best_so_far, "line": {"color": "#1f77b4", "shape": "hv"}},
-        {"type": "scatter", "mode": "lines", "name": "hypervolume", "x": xs,
-         "y": data.hv_history, "yaxis": "y2", "line": {"color": "#ff7f0e"}},
-    ]  # fmt: skip
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "feasible trial tok/s/GPU",
+            "x": xs,
+            "y": data.history_tput,
+            "marker": {"color": "#1f77b4", "size": 6},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "best so far",
+            "x": xs,
+            "y": data.best_so_far,
+            "line": {"color": "#1f77b4", "shape": "hv"},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "hypervolume",
+            "x": xs,
+            "y": data.hv_history,
+            "yaxis": "y2",
+            "line": {"color": "#ff7f0e"},
+        },
+    ]
     layout = {
         "title": {"text": "Optimisation history"},
         "xaxis": {"title": {"text": "trial"}},
@@ -129,8 +188,15 @@ def _importance_figure(data: ReportData) -> dict[str, Any]:
     traces = []
     for objective, scores in data.importance.items():
         knobs = sorted(scores, key=lambda k: scores[k])
-        traces.append({"type": "bar", "orientation": "h", "name": objective,
-                       "y": knobs, "x": [scores[k] for k in knobs]})  # fmt: skip
+        traces.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": objective,
+                "y": knobs,
+                "x": [scores[k] for k in knobs],
+            }
+        )
     layout = {
         "title": {"text": "Parameter importance (PED-ANOVA, per objective)"},
         "barmode": "group",
