@@ -27,11 +27,15 @@ def plot_divs(figs: dict[str, dict[str, Any]]) -> str:
     return "".join(f'<div class="plot" id="{fid}"></div>' for fid in figs)
 
 
+def _js(value: Any) -> str:
+    """`value` as a JavaScript literal that cannot end the inline script ("</" becomes "<\\/")."""
+    return json.dumps(value).replace("</", "<\\/")
+
+
 def plot_script(figs: dict[str, dict[str, Any]]) -> str:
     """The `Plotly.newPlot` call of every figure (plain dicts: data and layout)."""
     return "\n".join(
-        f"Plotly.newPlot({json.dumps(fid)}, {json.dumps(f['data'])}, {json.dumps(f['layout'])},"
-        " {responsive: true});"
+        f"Plotly.newPlot({_js(fid)}, {_js(f['data'])}, {_js(f['layout'])}, {{responsive: true}});"
         for fid, f in figs.items()
     )
 
