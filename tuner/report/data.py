@@ -16,6 +16,7 @@ from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
 from tuner.search.trials import TrialRecord
+from tuner.specs import SLA
 
 __all__ = ["Point", "ReportData", "report_data"]
 
@@ -62,6 +63,7 @@ class ReportData(BaseModel):
 
 
 def _hover(r: TrialRecord, pct: int) -> str:
+    """The point's hover text: its knobs and its latencies and throughput."""
     assert r.config is not None and r.metrics is not None
     cfg = r.config.model_dump(mode="json")
     lines = [f"<b>trial {r.number}</b>"] + [f"{k}: {v}" for k, v in cfg.items()]
@@ -74,6 +76,59 @@ def _hover(r: TrialRecord, pct: int) -> str:
     return "<br>".join(lines)
 
 
+def _point(r: TrialRecord, result: ParetoResult, spec: RunSpec) -> Point:
+    """One evaluated, feasible trial as the plots and the Pareto table show it."""
+    assert r.config is not None and r.metrics is not None
+    pct, extra = spec.sla.percentile, r.metrics.extra
+    knobs = r.config.model_dump(mode="json")
+    capacity = extra.get("capacity_tok_s_per_gpu")
+    return Point(
+        number=r.number,
+        knobs={k: knobs[k] for k in KNOB_COLUMNS},
+        ttft_ms=r.metrics.ttft_ms.at(pct),
+        tpot_ms=r.metrics.tpot_ms.at(pct),
+        tput_per_gpu=r.metrics.output_tokens_per_s_per_gpu,
+        capacity_tok_s_per_gpu=float(capacity) if isinstance(capacity, int | float) else None,
+        band_pct=_bands(extra),
+        meets_sla=r.meets(spec.sla),
+        on_front=r.number in result.front,
+        recommended=r.number == result.recommended,
+        hover=_hover(r, pct),
+    )
+
+
+def _history(ordered: list[TrialRecord], sla: SLA) -> tuple[list[float | None], list[float | None]]:
+    """Per trial in order: its throughput when it meets the SLA (else None), and the best so far."""
+    tput: list[float | None] = []
+    best: list[float | None] = []
+    running: float | None = None
+    for r in ordered:
+        value = r.metrics.output_tokens_per_s_per_gpu if r.metrics and r.meets(sla) else None
+        tput.append(value)
+        if value is not None and (running is None or value > running):
+            running = value
+        best.append(running)
+    return tput, best
+
+
+def _counts(records: list[TrialRecord], result: ParetoResult) -> dict[str, int]:
+    """Trials by state, those meeting the SLA, and the distinct evaluations."""
+    counts = {s: sum(r.state == s for r in records) for s in ("complete", "pruned", "failed")}
+    counts["meets SLA"] = len(result.feasible)
+    counts["evaluations"] = sum(r.evaluated and r.duplicate_of is None for r in records)
+    return counts
+
+
+def _pruned_reasons(records: list[TrialRecord]) -> dict[str, int]:
+    """Pruned trials by rule (the reason up to its first `=`)."""
+    pruned: dict[str, int] = {}
+    for r in records:
+        if r.state == "pruned" and r.reason:
+            key = r.reason.split("=")[0]
+            pruned[key] = pruned.get(key, 0) + 1
+    return pruned
+
+
 def report_data(
     spec: RunSpec,
     records: list[TrialRecord],
@@ -81,51 +136,18 @@ def report_data(
     importance: dict[str, dict[str, float]] | None = None,
 ) -> ReportData:
     """Gather the report's numbers from a finished run."""
-    sla, pct = spec.sla, spec.sla.percentile
-    front = set(result.front)
-    points = []
-    for r in records:
-        if not r.evaluated or r.config is None or r.metrics is None or not r.metrics.feasible:
-            continue
-        knobs = r.config.model_dump(mode="json")
-        points.append(
-            Point(
-                number=r.number,
-                knobs={k: knobs[k] for k in KNOB_COLUMNS},
-                ttft_ms=r.metrics.ttft_ms.at(pct),
-                tpot_ms=r.metrics.tpot_ms.at(pct),
-                tput_per_gpu=r.metrics.output_tokens_per_s_per_gpu,
-                capacity_tok_s_per_gpu=r.metrics.extra.get("capacity_tok_s_per_gpu"),  # type: ignore[arg-type]
-                band_pct=_bands(r.metrics.extra),
-                meets_sla=r.meets(sla),
-                on_front=r.number in front,
-                recommended=r.number == result.recommended,
-                hover=_hover(r, pct),
-            )
-        )
+    sla = spec.sla
+    points = [
+        _point(r, result, spec)
+        for r in records
+        if r.evaluated and r.config and r.metrics and r.metrics.feasible
+    ]
     ordered = sorted(records, key=lambda r: r.number)
-    tput: list[float | None] = []
-    best: list[float | None] = []
-    running: float | None = None
-    for r in ordered:
-        ok = r.meets(sla) and r.metrics is not None
-        value = r.metrics.output_tokens_per_s_per_gpu if ok and r.metrics else None
-        tput.append(value)
-        if value is not None and (running is None or value > running):
-            running = value
-        best.append(running)
-    counts = {s: sum(r.state == s for r in records) for s in ("complete", "pruned", "failed")}
-    counts["meets SLA"] = len(result.feasible)
-    counts["evaluations"] = sum(r.evaluated and r.duplicate_of is None for r in records)
-    pruned: dict[str, int] = {}
-    for r in records:
-        if r.state == "pruned" and r.reason:
-            key = r.reason.split("=")[0] if "=" in r.reason else r.reason
-            pruned[key] = pruned.get(key, 0) + 1
+    tput, best = _history(ordered, sla)
     return ReportData(
-        title=f"tuner: {spec.model.name} on {spec.gpu.name}, SLA {spec.sla.name}",
+        title=f"tuner: {spec.model.name} on {spec.gpu.name}, SLA {sla.name}",
         inputs=_inputs(spec),
-        percentile=pct,
+        percentile=sla.percentile,
         ttft_bound_ms=sla.ttft_ms,
         tpot_bound_ms=sla.tpot_ms,
         points=points,
@@ -139,8 +161,8 @@ def report_data(
         best_so_far=best,
         hv_history=result.hv_history,
         importance=importance or {},
-        counts=counts,
-        pruned_reasons=pruned,
+        counts=_counts(records, result),
+        pruned_reasons=_pruned_reasons(records),
         closest=[f"trial {m.number}: {m.text}" for m in result.closest],
         capacity=capacity_report(records, result, sla) if result.mode == "capacity" else None,
     )
@@ -173,6 +195,7 @@ def _bands(extra: dict[str, Any]) -> dict[str, float]:
 
 
 def _sla_text(spec: RunSpec) -> str:
+    """The SLA's bounds in words."""
     s = spec.sla
     parts = []
     if s.ttft_ms is not None:
@@ -193,6 +216,7 @@ def _acceptance_text(spec: RunSpec, drafts: list[str]) -> str:
 
 
 def _workload_text(spec: RunSpec) -> str:
+    """The workload in one line: lengths, load, requests, prefix hits."""
     w = spec.workload
     load = f"Poisson {w.rate_rps:g} req/s" if w.rate_rps else f"{w.users} closed-loop users"
     return (
