@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.knobs import color_for
 from tuner.knobs import get as get_knob
 from tuner.report.capacity import capacity_figures
+from tuner.report.data import Point, ReportData
 from tuner.report.shapes import SLA_LINE, hline
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
-
-if TYPE_CHECKING:
-    from tuner.report.data import ReportData
 
 __all__ = ["FADED_COLOR", "FRONT_COLOR_KNOB", "figures"]
 
@@ -21,73 +19,65 @@ FRONT_COLOR_KNOB = "quantization"
 FADED_COLOR = "rgba(120,120,120,0.25)"
 
 
+def _scatter(name: str, pts: list[Point], latency: str, marker: dict[str, Any]) -> dict[str, Any]:
+    """Points as throughput per GPU (x) against one latency (y), their knobs on hover."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": [p.tput_per_gpu for p in pts],
+        "y": [getattr(p, latency) for p in pts],
+        "text": [p.hover for p in pts],
+        "hovertemplate": "%{text}<extra></extra>",
+        "marker": marker,
+    }
+
+
+def _star(p: Point, latency: str) -> dict[str, Any]:
+    """The recommended variant: a labelled gold star."""
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "recommended",
+        "x": [p.tput_per_gpu],
+        "y": [getattr(p, latency)],
+        "text": ["recommended"],
+        "textposition": "top center",
+        "hovertext": [p.hover],
+        "hovertemplate": "%{hovertext}<extra></extra>",
+        "marker": {
+            "symbol": "star",
+            "size": 22,
+            "color": "gold",
+            "line": {"width": 2, "color": "#000"},
+        },
+    }
+
+
 def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
     """Latency (TTFT or TPOT) vs throughput per GPU: all trials faded, front by quantization."""
     label = "TPOT" if latency == "tpot_ms" else "TTFT"
     bound = data.tpot_bound_ms if latency == "tpot_ms" else data.ttft_bound_ms
-    traces: list[dict[str, Any]] = []
     others = [p for p in data.points if not p.on_front]
-    traces.append(
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": "all trials",
-            "x": [p.tput_per_gpu for p in others],
-            "y": [getattr(p, latency) for p in others],
-            "text": [p.hover for p in others],
-            "hovertemplate": "%{text}<extra></extra>",
-            "marker": {"color": FADED_COLOR, "size": 6},
-        }
-    )
+    traces = [_scatter("all trials", others, latency, {"color": FADED_COLOR, "size": 6})]
     on_front = [p for p in data.points if p.on_front]
     order = get_knob(FRONT_COLOR_KNOB).choices or ()
     seen = {p.knobs[FRONT_COLOR_KNOB] for p in on_front}
     # Every value on the front gets a trace: known choices in registry order, then any other.
     for quant in [*(v for v in order if v in seen), *sorted(seen - set(order), key=str)]:
+        pts = sorted(
+            (p for p in on_front if p.knobs[FRONT_COLOR_KNOB] == quant),
+            key=lambda p: p.tput_per_gpu,
+        )
         color = color_for(FRONT_COLOR_KNOB, quant)
-        pts = [p for p in on_front if p.knobs[FRONT_COLOR_KNOB] == quant]
-        pts.sort(key=lambda p: p.tput_per_gpu)
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": f"Pareto: {quant}",
-                "x": [p.tput_per_gpu for p in pts],
-                "y": [getattr(p, latency) for p in pts],
-                "text": [p.hover for p in pts],
-                "hovertemplate": "%{text}<extra></extra>",
-                "marker": {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}},
-            }
-        )
-    rec = [p for p in data.points if p.recommended]
-    if rec:
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "markers+text",
-                "name": "recommended",
-                "x": [rec[0].tput_per_gpu],
-                "y": [getattr(rec[0], latency)],
-                "text": ["recommended"],
-                "textposition": "top center",
-                "hovertext": [rec[0].hover],
-                "hovertemplate": "%{hovertext}<extra></extra>",
-                "marker": {
-                    "symbol": "star",
-                    "size": 22,
-                    "color": "gold",
-                    "line": {"width": 2, "color": "#000"},
-                },
-            }
-        )
-    shapes = []
-    if bound is not None:
-        shapes.append(hline(bound, SLA_LINE | {"width": 2}))
+        marker = {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}}
+        traces.append(_scatter(f"Pareto: {quant}", pts, latency, marker))
+    traces += [_star(p, latency) for p in data.points if p.recommended][:1]
     layout = {
         "title": {"text": f"{label} P{data.percentile} vs output tokens/s per GPU"},
         "xaxis": {"title": {"text": "output tokens/s per GPU"}},
         "yaxis": {"title": {"text": f"{label} P{data.percentile} (ms)"}, "type": "log"},
-        "shapes": shapes,
+        "shapes": [] if bound is None else [hline(bound, SLA_LINE | {"width": 2})],
         "annotations": [] if bound is None else [_bound_note(label, bound)],
         "legend": {"orientation": "h", "y": -0.2},
         "height": 520,
