@@ -3,33 +3,24 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.test_report_chromium import CHROMIUM, dump_dom
 from tuner.cli import app
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 
 
 def test_plan_html_renders_both_charts_without_js_errors(tmp_path: Path) -> None:
-    assert CHROMIUM is not None
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, ["plan", "--model", "llama-3.2-1b", "--rate", "20", "--gpus",
-                                      "l40s,h100-sxm", "--isl", "256", "--osl", "64",
-                                      "--num-requests", "40", "--run-dir", str(run)])  # fmt: skip
+    args = ["--model", "llama-3.2-1b", "--rate", "20", "--gpus", "l40s,h100-sxm", "--isl", "256"]
+    args += ["--osl", "64", "--num-requests", "40", "--run-dir", str(run)]
+    result = CliRunner().invoke(app, ["plan", *args])
     assert result.exit_code == 0, result.output
-    proc = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-         "--v=0", "--virtual-time-budget=10000", "--dump-dom", (run / "plan.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = dump_dom(run / "plan.html", tmp_path / "profile")
     dom, log = proc.stdout, proc.stderr
     assert proc.returncode == 0, log[-2000:]
     assert "Uncaught" not in log

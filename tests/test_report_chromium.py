@@ -14,26 +14,36 @@ from tuner.cli import app
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def dump_dom(page: Path, profile: Path) -> subprocess.CompletedProcess[str]:
+    """Open `page` in headless Chromium offline; stdout is the DOM after the scripts ran."""
+    assert CHROMIUM is not None
+    command = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
+    command += ["--virtual-time-budget=10000", "--dump-dom", page.as_uri()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("run")
-    result = CliRunner().invoke(app, ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
-                                      "--trials", "30", "--run-dir", str(run)])  # fmt: skip
+    args = ["--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--trials", "30"]
+    result = CliRunner().invoke(app, ["tune", *args, "--run-dir", str(run)])
     assert result.exit_code == 0, result.output
     return run / "report.html"
 
 
 def test_report_renders_plots_without_js_errors(report: Path, tmp_path: Path) -> None:
-    assert CHROMIUM is not None
-    proc = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-         "--v=0", "--virtual-time-budget=10000", "--dump-dom", report.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = dump_dom(report, tmp_path / "profile")
     dom, log = proc.stdout, proc.stderr
     assert proc.returncode == 0, log[-2000:]
     console_errors = [ln for ln in log.splitlines() if "CONSOLE" in ln and "rror" in ln]

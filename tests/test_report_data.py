@@ -8,7 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.run.report import figures, report_data
+from tuner.report.data import report_data
+from tuner.report.figures import figures
 from tuner.run.spec import load_run_spec
 from tuner.run.tune import open_study
 from tuner.search import study as search
@@ -18,8 +19,20 @@ from tuner.search.pareto import analyze
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("run")
-    result = CliRunner().invoke(app, ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
-                                      "--trials", "30", "--run-dir", str(folder)])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h200-sxm",
+            "--trials",
+            "30",
+            "--run-dir",
+            str(folder),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return folder
 

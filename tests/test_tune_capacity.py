@@ -73,7 +73,7 @@ def test_unknown_capacity_load_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_capacity_report_data_matches_the_frontier(tmp_path: Path) -> None:
-    from tuner.run.report_capacity import MAX_CURVES, capacity_report
+    from tuner.report.capacity import MAX_CURVES, capacity_report
     from tuner.run.spec import load_run_spec
     from tuner.run.tune import open_study
     from tuner.search import study as search

@@ -6,19 +6,22 @@ Data first (plain lists, testable), figures rendered from it, one self-contained
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 from pydantic import BaseModel
 
 from tuner.plan.models import PlanResult
 from tuner.plan.sizing import replicas_needed
+from tuner.report.page import page_html
+from tuner.report.shapes import vline
 
 __all__ = ["ChartData", "chart_data", "figures", "render_html"]
 
 # The load axis of "GPUs needed" spans 0 .. this multiple of the target.
 LOAD_SPAN = 2.0
 LOAD_POINTS = 41
+
+_CSS = "body{font-family:system-ui,sans-serif;margin:24px;max-width:1100px}"
 
 
 class CostPoint(BaseModel):
@@ -59,14 +62,22 @@ def chart_data(result: PlanResult) -> ChartData:
     for kind in result.ok:
         for o in kind.options:
             if o.usd_per_m_output_tokens is not None:
-                points.append(CostPoint(gpu=o.gpu, tp=o.tp, tpot_ms=o.tpot_ms, ttft_ms=o.ttft_ms,
-                                        usd_per_m_output_tokens=o.usd_per_m_output_tokens,
-                                        gpus=o.gpus))  # fmt: skip
+                points.append(
+                    CostPoint(
+                        gpu=o.gpu,
+                        tp=o.tp,
+                        tpot_ms=o.tpot_ms,
+                        ttft_ms=o.ttft_ms,
+                        usd_per_m_output_tokens=o.usd_per_m_output_tokens,
+                        gpus=o.gpus,
+                    )
+                )
         best = kind.best
         assert best is not None
         loads = [LOAD_SPAN * best.target_rps * i / (LOAD_POINTS - 1) for i in range(LOAD_POINTS)]
-        gpus = [replicas_needed(x, best.capacity_rps_per_replica, req.headroom) * best.tp
-                for x in loads]  # fmt: skip
+        gpus = [
+            replicas_needed(x, best.capacity_rps_per_replica, req.headroom) * best.tp for x in loads
+        ]
         curves.append(LoadCurve(gpu=kind.gpu, loads_rps=loads, gpus=gpus))
     target = next((k.best.target_rps for k in result.ok if k.best), req.rate_rps or 0.0)
     return ChartData(
@@ -79,68 +90,65 @@ def chart_data(result: PlanResult) -> ChartData:
     )
 
 
-def figures(data: ChartData) -> dict[str, dict[str, Any]]:
-    """Plotly figure dicts keyed by element id."""
+def _cost_figure(data: ChartData) -> dict[str, Any]:
+    """$ per 1M output tokens against TPOT, one trace per GPU kind, a point per TP option."""
     pct = data.percentile
     by_gpu: dict[str, list[CostPoint]] = {}
     for p in data.cost_points:
         by_gpu.setdefault(p.gpu, []).append(p)
-    cost_traces = [
+    traces = [
         {
-            "type": "scatter", "mode": "markers+text", "name": gpu,
-            "x": [p.tpot_ms for p in pts], "y": [p.usd_per_m_output_tokens for p in pts],
-            "text": [f"tp={p.tp}" for p in pts], "textposition": "top center",
-            "hovertext": [f"{gpu} tp={p.tp}: {p.gpus} GPUs, TTFT P{pct} {p.ttft_ms:.0f} ms"
-                          for p in pts],  # fmt: skip
+            "type": "scatter",
+            "mode": "markers+text",
+            "name": gpu,
+            "x": [p.tpot_ms for p in pts],
+            "y": [p.usd_per_m_output_tokens for p in pts],
+            "text": [f"tp={p.tp}" for p in pts],
+            "textposition": "top center",
+            "hovertext": [
+                f"{gpu} tp={p.tp}: {p.gpus} GPUs, TTFT P{pct} {p.ttft_ms:.0f} ms" for p in pts
+            ],
         }
         for gpu, pts in by_gpu.items()
-    ]  # fmt: skip
-    shapes = []
-    if data.tpot_bound_ms is not None:
-        shapes.append({"type": "line", "x0": data.tpot_bound_ms, "x1": data.tpot_bound_ms,
-                       "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dash"}})  # fmt: skip
-    load_traces = [
-        {"type": "scatter", "mode": "lines", "line": {"shape": "hv"}, "name": c.gpu,
-         "x": c.loads_rps, "y": c.gpus}
+    ]
+    bound = data.tpot_bound_ms
+    layout = {
+        "title": {"text": f"$ per 1M output tokens vs TPOT P{pct} at the target load"},
+        "xaxis": {"title": {"text": f"TPOT P{pct} (ms); dashed: SLA bound"}},
+        "yaxis": {"title": {"text": "$ / 1M output tokens"}},
+        "shapes": [] if bound is None else [vline(bound, {"dash": "dash"})],
+    }
+    return {"data": traces, "layout": layout}
+
+
+def _gpus_figure(data: ChartData) -> dict[str, Any]:
+    """GPUs needed against the target load, a step curve per GPU kind."""
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "line": {"shape": "hv"},
+            "name": c.gpu,
+            "x": c.loads_rps,
+            "y": c.gpus,
+        }
         for c in data.load_curves
-    ]  # fmt: skip
-    target_line = {"type": "line", "x0": data.target_rps, "x1": data.target_rps, "yref": "paper",
-                   "y0": 0, "y1": 1, "line": {"dash": "dot"}}  # fmt: skip
-    return {
-        "cost": {"data": cost_traces, "layout": {
-            "title": {"text": f"$ per 1M output tokens vs TPOT P{pct} at the target load"},
-            "xaxis": {"title": {"text": f"TPOT P{pct} (ms); dashed: SLA bound"}},
-            "yaxis": {"title": {"text": "$ / 1M output tokens"}}, "shapes": shapes}},
-        "gpus": {"data": load_traces, "layout": {
-            "title": {"text": "GPUs needed vs target load (best option per GPU kind)"},
-            "xaxis": {"title": {"text": "target load (req/s); dotted: the target"}},
-            "yaxis": {"title": {"text": "GPUs"}}, "shapes": [target_line]}},
-    }  # fmt: skip
+    ]
+    layout = {
+        "title": {"text": "GPUs needed vs target load (best option per GPU kind)"},
+        "xaxis": {"title": {"text": "target load (req/s); dotted: the target"}},
+        "yaxis": {"title": {"text": "GPUs"}},
+        "shapes": [vline(data.target_rps, {"dash": "dot"})],
+    }
+    return {"data": traces, "layout": layout}
+
+
+def figures(data: ChartData) -> dict[str, dict[str, Any]]:
+    """Plotly figure dicts keyed by element id."""
+    return {"cost": _cost_figure(data), "gpus": _gpus_figure(data)}
 
 
 def render_html(data: ChartData, summary_lines: list[str]) -> str:
     """A self-contained HTML page (plotly.js embedded) with the plan summary and both charts."""
-    from plotly.offline import get_plotlyjs
-
-    figs = figures(data)
-    divs = "".join(f'<div class="plot" id="{fid}"></div>' for fid in figs)
-    script = "\n".join(
-        f"Plotly.newPlot({json.dumps(fid)}, {json.dumps(f['data'])}, {json.dumps(f['layout'])});"
-        for fid, f in figs.items()
-    )
     summary = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines)
-    # Errors are shown on the page so a broken chart is visible (and testable) offline.
-    onerror = (
-        "window.addEventListener('error', function(e){var d=document.getElementById('js-errors');"
-        "d.textContent += 'JavaScript error: ' + e.message + '\\n';});"
-    )
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{html.escape(data.title)}</title>
-<script>{onerror}</script><script>{get_plotlyjs()}</script></head>
-<body style="font-family:system-ui,sans-serif;margin:24px;max-width:1100px">
-<h1>{html.escape(data.title)}</h1><pre id="js-errors"></pre><ul>{summary}</ul>{divs}
-<script>{script}
-document.body.setAttribute('data-plots-rendered',
-  document.querySelectorAll('.plot .main-svg').length);
-</script></body></html>
-"""
+    return page_html(data.title, f"<ul>{summary}</ul>", figures(data), _CSS)

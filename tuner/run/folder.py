@@ -12,6 +12,8 @@ from tuner.errors import InputError
 # write_exports is re-exported for callers that still import it from here (cli/tune_cmd.py,
 # run/confirm_out.py); its home is tuner.export.dispatch.
 from tuner.export.dispatch import write_engine_exports, write_exports
+from tuner.report.data import report_data
+from tuner.report.render import render_html
 from tuner.results.best import CapacityFields, ExportPick, TunedBest, TunedPick
 from tuner.results.io import dump_result, write_atomic
 from tuner.run.capacity_out import (
@@ -21,7 +23,6 @@ from tuner.run.capacity_out import (
     pick_notes,
     write_frontier_csv,
 )
-from tuner.run.report import render_html, report_data
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord

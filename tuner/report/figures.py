@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tuner.knobs import color_for
 from tuner.knobs import get as get_knob
-from tuner.run.report_capacity import capacity_figures
+from tuner.report.capacity import capacity_figures
+from tuner.report.data import Point, ReportData
+from tuner.report.shapes import SLA_LINE, hline
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
-
-if TYPE_CHECKING:
-    from tuner.run.report import ReportData
 
 __all__ = ["FADED_COLOR", "FRONT_COLOR_KNOB", "figures"]
 
@@ -20,53 +19,65 @@ FRONT_COLOR_KNOB = "quantization"
 FADED_COLOR = "rgba(120,120,120,0.25)"
 
 
+def _scatter(name: str, pts: list[Point], latency: str, marker: dict[str, Any]) -> dict[str, Any]:
+    """Points as throughput per GPU (x) against one latency (y), their knobs on hover."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": name,
+        "x": [p.tput_per_gpu for p in pts],
+        "y": [getattr(p, latency) for p in pts],
+        "text": [p.hover for p in pts],
+        "hovertemplate": "%{text}<extra></extra>",
+        "marker": marker,
+    }
+
+
+def _star(p: Point, latency: str) -> dict[str, Any]:
+    """The recommended variant: a labelled gold star."""
+    return {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "recommended",
+        "x": [p.tput_per_gpu],
+        "y": [getattr(p, latency)],
+        "text": ["recommended"],
+        "textposition": "top center",
+        "hovertext": [p.hover],
+        "hovertemplate": "%{hovertext}<extra></extra>",
+        "marker": {
+            "symbol": "star",
+            "size": 22,
+            "color": "gold",
+            "line": {"width": 2, "color": "#000"},
+        },
+    }
+
+
 def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
     """Latency (TTFT or TPOT) vs throughput per GPU: all trials faded, front by quantization."""
     label = "TPOT" if latency == "tpot_ms" else "TTFT"
     bound = data.tpot_bound_ms if latency == "tpot_ms" else data.ttft_bound_ms
-    traces: list[dict[str, Any]] = []
     others = [p for p in data.points if not p.on_front]
-    traces.append({
-        "type": "scatter", "mode": "markers", "name": "all trials",
-        "x": [p.tput_per_gpu for p in others], "y": [getattr(p, latency) for p in others],
-        "text": [p.hover for p in others], "hovertemplate": "%{text}<extra></extra>",
-        "marker": {"color": FADED_COLOR, "size": 6},
-    })  # fmt: skip
+    traces = [_scatter("all trials", others, latency, {"color": FADED_COLOR, "size": 6})]
     on_front = [p for p in data.points if p.on_front]
     order = get_knob(FRONT_COLOR_KNOB).choices or ()
     seen = {p.knobs[FRONT_COLOR_KNOB] for p in on_front}
     # Every value on the front gets a trace: known choices in registry order, then any other.
     for quant in [*(v for v in order if v in seen), *sorted(seen - set(order), key=str)]:
+        pts = sorted(
+            (p for p in on_front if p.knobs[FRONT_COLOR_KNOB] == quant),
+            key=lambda p: p.tput_per_gpu,
+        )
         color = color_for(FRONT_COLOR_KNOB, quant)
-        pts = [p for p in on_front if p.knobs[FRONT_COLOR_KNOB] == quant]
-        pts.sort(key=lambda p: p.tput_per_gpu)
-        traces.append({
-            "type": "scatter", "mode": "markers", "name": f"Pareto: {quant}",
-            "x": [p.tput_per_gpu for p in pts], "y": [getattr(p, latency) for p in pts],
-            "text": [p.hover for p in pts], "hovertemplate": "%{text}<extra></extra>",
-            "marker": {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}},
-        })  # fmt: skip
-    rec = [p for p in data.points if p.recommended]
-    if rec:
-        traces.append({
-            "type": "scatter", "mode": "markers+text", "name": "recommended",
-            "x": [rec[0].tput_per_gpu], "y": [getattr(rec[0], latency)],
-            "text": ["recommended"], "textposition": "top center",
-            "hovertext": [rec[0].hover], "hovertemplate": "%{hovertext}<extra></extra>",
-            "marker": {"symbol": "star", "size": 22, "color": "gold",
-                       "line": {"width": 2, "color": "#000"}},
-        })  # fmt: skip
-    shapes = []
-    if bound is not None:
-        shapes.append({
-            "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": bound, "y1": bound,
-            "line": {"color": "crimson", "dash": "dash", "width": 2},
-        })  # fmt: skip
+        marker = {"color": color, "size": 11, "line": {"width": 1, "color": "#222"}}
+        traces.append(_scatter(f"Pareto: {quant}", pts, latency, marker))
+    traces += [_star(p, latency) for p in data.points if p.recommended][:1]
     layout = {
         "title": {"text": f"{label} P{data.percentile} vs output tokens/s per GPU"},
         "xaxis": {"title": {"text": "output tokens/s per GPU"}},
         "yaxis": {"title": {"text": f"{label} P{data.percentile} (ms)"}, "type": "log"},
-        "shapes": shapes,
+        "shapes": [] if bound is None else [hline(bound, SLA_LINE | {"width": 2})],
         "annotations": [] if bound is None else [_bound_note(label, bound)],
         "legend": {"orientation": "h", "y": -0.2},
         "height": 520,
@@ -76,9 +87,17 @@ def _front_figure(data: ReportData, latency: str) -> dict[str, Any]:
 
 def _bound_note(label: str, bound: float) -> dict[str, Any]:
     """The text beside the SLA line."""
-    return {"xref": "paper", "x": 1, "y": math.log10(bound), "yref": "y", "xanchor": "right",
-            "text": f"SLA {label} {bound:g} ms", "showarrow": False,
-            "font": {"color": "crimson"}, "yanchor": "bottom"}  # fmt: skip
+    return {
+        "xref": "paper",
+        "x": 1,
+        "y": math.log10(bound),
+        "yref": "y",
+        "xanchor": "right",
+        "text": f"SLA {label} {bound:g} ms",
+        "showarrow": False,
+        "font": {"color": "crimson"},
+        "yanchor": "bottom",
+    }
 
 
 def _parallel_figure(data: ReportData) -> dict[str, Any]:
@@ -89,31 +108,61 @@ def _parallel_figure(data: ReportData) -> dict[str, Any]:
             dims.append({"label": knob, "values": values})
         else:
             cats = sorted({str(v) for v in values})
-            dims.append({
-                "label": knob, "values": [cats.index(str(v)) for v in values],
-                "tickvals": list(range(len(cats))), "ticktext": cats,
-            })  # fmt: skip
+            dims.append(
+                {
+                    "label": knob,
+                    "values": [cats.index(str(v)) for v in values],
+                    "tickvals": list(range(len(cats))),
+                    "ticktext": cats,
+                }
+            )
     dims.append({"label": "tok/s/GPU", "values": [p.tput_per_gpu for p in data.points]})
     color = [p.tput_per_gpu if p.meets_sla else 0.0 for p in data.points]
     trace = {
-        "type": "parcoords", "dimensions": dims,
-        "line": {"color": color, "colorscale": "Viridis", "showscale": True,
-                 "colorbar": {"title": {"text": "tok/s/GPU (0 = misses SLA)"}}},
-    }  # fmt: skip
-    return {"data": [trace], "layout": {"title": {"text": "Knobs of every evaluated trial"},
-                                        "height": 480}}  # fmt: skip
+        "type": "parcoords",
+        "dimensions": dims,
+        "line": {
+            "color": color,
+            "colorscale": "Viridis",
+            "showscale": True,
+            "colorbar": {"title": {"text": "tok/s/GPU (0 = misses SLA)"}},
+        },
+    }
+    return {
+        "data": [trace],
+        "layout": {"title": {"text": "Knobs of every evaluated trial"}, "height": 480},
+    }
 
 
 def _history_figure(data: ReportData) -> dict[str, Any]:
     xs = data.history_numbers
     traces = [
-        {"type": "scatter", "mode": "markers", "name": "feasible trial tok/s/GPU", "x": xs,
-         "y": data.history_tput, "marker": {"color": "#1f77b4", "size": 6}},
-        {"type": "scatter", "mode": "lines", "name": "best so far", "x": xs,
-         "y": data.best_so_far, "line": {"color": "#1f77b4", "shape": "hv"}},
-        {"type": "scatter", "mode": "lines", "name": "hypervolume", "x": xs,
-         "y": data.hv_history, "yaxis": "y2", "line": {"color": "#ff7f0e"}},
-    ]  # fmt: skip
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "feasible trial tok/s/GPU",
+            "x": xs,
+            "y": data.history_tput,
+            "marker": {"color": "#1f77b4", "size": 6},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "best so far",
+            "x": xs,
+            "y": data.best_so_far,
+            "line": {"color": "#1f77b4", "shape": "hv"},
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "hypervolume",
+            "x": xs,
+            "y": data.hv_history,
+            "yaxis": "y2",
+            "line": {"color": "#ff7f0e"},
+        },
+    ]
     layout = {
         "title": {"text": "Optimisation history"},
         "xaxis": {"title": {"text": "trial"}},
@@ -129,8 +178,15 @@ def _importance_figure(data: ReportData) -> dict[str, Any]:
     traces = []
     for objective, scores in data.importance.items():
         knobs = sorted(scores, key=lambda k: scores[k])
-        traces.append({"type": "bar", "orientation": "h", "name": objective,
-                       "y": knobs, "x": [scores[k] for k in knobs]})  # fmt: skip
+        traces.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": objective,
+                "y": knobs,
+                "x": [scores[k] for k in knobs],
+            }
+        )
     layout = {
         "title": {"text": "Parameter importance (PED-ANOVA, per objective)"},
         "barmode": "group",

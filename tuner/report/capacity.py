@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.report.shapes import SLA_LINE, hline
 from tuner.run.capacity_out import load_unit, probe_at
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
@@ -74,22 +75,33 @@ def capacity_report(records: list[TrialRecord], result: ParetoResult, sla: SLA) 
             )
         )
     mode = result.frontier[0].mode if result.frontier else "rate"
-    err = [_error_bar(by_number[q.trial], q.load, q.output_tokens_per_s_per_gpu,
-                      q.tokens_per_s_per_user) for q in result.frontier]  # fmt: skip
+    err = [
+        _error_bar(
+            by_number[q.trial], q.load, q.output_tokens_per_s_per_gpu, q.tokens_per_s_per_user
+        )
+        for q in result.frontier
+    ]
     return CapacityReport(
-        load_unit=load_unit(mode), percentile=pct, ttft_bound_ms=sla.ttft_ms,
+        load_unit=load_unit(mode),
+        percentile=pct,
+        ttft_bound_ms=sla.ttft_ms,
         tpot_bound_ms=sla.tpot_ms,
         front_tok_s=[q.output_tokens_per_s_per_gpu for q in result.frontier],
         front_user_tok_s=[q.tokens_per_s_per_user for q in result.frontier],
-        front_text=[f"trial {q.trial} at {q.load:.2f} {load_unit(q.mode)}; stands for "
-                    f"{len(q.variants)} variant(s)" for q in result.frontier],
-        recommended=rec_point, curves=curves,
+        front_text=[
+            f"trial {q.trial} at {q.load:.2f} {load_unit(q.mode)}; stands for "
+            f"{len(q.variants)} variant(s)"
+            for q in result.frontier
+        ],
+        recommended=rec_point,
+        curves=curves,
         front_err=err if all(e is not None for e in err) else [],
-    )  # fmt: skip
+    )
 
 
-def _error_bar(r: TrialRecord, load: float, tok_s: float,
-               user_tok_s: float) -> tuple[float, float, float] | None:  # fmt: skip
+def _error_bar(
+    r: TrialRecord, load: float, tok_s: float, user_tok_s: float
+) -> tuple[float, float, float] | None:
     """The band of the probe at `load` as error bars: throughput +-, and per-user speed (1000 /
     TPOT) down to 1/(1 + b) and up to 1/(1 - b) of itself (b capped at 0.9)."""
     probe = probe_at(r, load)
@@ -100,54 +112,91 @@ def _error_bar(r: TrialRecord, load: float, tok_s: float,
 
 
 def _frontier_figure(c: CapacityReport) -> dict[str, Any]:
-    traces: list[dict[str, Any]] = [{
-        "type": "scatter", "mode": "markers+lines", "name": "frontier (variant, load)",
-        "x": c.front_tok_s, "y": c.front_user_tok_s, "text": c.front_text,
-        "hovertemplate": "%{text}<br>%{x:.0f} tok/s/GPU, %{y:.1f} tok/s per user<extra></extra>",
-        "line": {"shape": "hv"},
-    }]  # fmt: skip
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "markers+lines",
+            "name": "frontier (variant, load)",
+            "x": c.front_tok_s,
+            "y": c.front_user_tok_s,
+            "text": c.front_text,
+            "hovertemplate": "%{text}<br>%{x:.0f} tok/s/GPU, %{y:.1f} tok/s per user"
+            "<extra></extra>",
+            "line": {"shape": "hv"},
+        }
+    ]
     if c.front_err:  # the prediction's error band (tuner.perf.bands), faint so the front reads
         bar = {"type": "data", "visible": True, "color": "rgba(31,119,180,0.35)", "thickness": 1}
         traces[0]["error_x"] = bar | {"array": [e[0] for e in c.front_err]}
-        traces[0]["error_y"] = bar | {"symmetric": False, "array": [e[2] for e in c.front_err],
-                                      "arrayminus": [e[1] for e in c.front_err]}  # fmt: skip
+        traces[0]["error_y"] = bar | {
+            "symmetric": False,
+            "array": [e[2] for e in c.front_err],
+            "arrayminus": [e[1] for e in c.front_err],
+        }
     if c.recommended:
-        traces.append({"type": "scatter", "mode": "markers+text", "name": "recommended",
-                       "x": [c.recommended[0]], "y": [c.recommended[1]], "text": ["recommended"],
-                       "textposition": "top center",
-                       "marker": {"symbol": "star", "size": 20, "color": "gold"}})  # fmt: skip
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers+text",
+                "name": "recommended",
+                "x": [c.recommended[0]],
+                "y": [c.recommended[1]],
+                "text": ["recommended"],
+                "textposition": "top center",
+                "marker": {"symbol": "star", "size": 20, "color": "gold"},
+            }
+        )
     shapes = []
     if c.tpot_bound_ms:
         y = 1e3 / c.tpot_bound_ms
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
-                       "line": {"color": "crimson", "dash": "dash"}})  # fmt: skip
-    return {"data": traces, "layout": {
-        "title": {"text": f"Latency-throughput frontier (P{c.percentile}); dashed: SLA TPOT"
-                  + ("; bars: error band" if c.front_err else "")},
-        "xaxis": {"title": {"text": "output tokens/s per GPU"}},
-        "yaxis": {"title": {"text": f"per-user output tok/s (1000 / TPOT P{c.percentile})"}},
-        "shapes": shapes, "height": 480,
-    }}  # fmt: skip
+        shapes.append(hline(y, SLA_LINE))
+    return {
+        "data": traces,
+        "layout": {
+            "title": {
+                "text": f"Latency-throughput frontier (P{c.percentile}); dashed: SLA TPOT"
+                + ("; bars: error band" if c.front_err else "")
+            },
+            "xaxis": {"title": {"text": "output tokens/s per GPU"}},
+            "yaxis": {"title": {"text": f"per-user output tok/s (1000 / TPOT P{c.percentile})"}},
+            "shapes": shapes,
+            "height": 480,
+        },
+    }
 
 
 def _load_figure(c: CapacityReport, metric: str) -> dict[str, Any]:
     label = "TTFT" if metric == "ttft_ms" else "TPOT"
     bound = c.ttft_bound_ms if metric == "ttft_ms" else c.tpot_bound_ms
-    traces = [{"type": "scatter", "mode": "markers+lines", "name": cv.label, "x": cv.load,
-               "y": getattr(cv, metric)} for cv in c.curves]  # fmt: skip
+    traces = [
+        {
+            "type": "scatter",
+            "mode": "markers+lines",
+            "name": cv.label,
+            "x": cv.load,
+            "y": getattr(cv, metric),
+        }
+        for cv in c.curves
+    ]
     shapes = []
     if bound is not None:
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": bound,
-                       "y1": bound, "line": {"color": "crimson", "dash": "dash"}})  # fmt: skip
-    return {"data": traces, "layout": {
-        "title": {"text": f"{label} P{c.percentile} vs load (front variants); dashed: SLA"},
-        "xaxis": {"title": {"text": f"offered load ({c.load_unit} per replica)"}},
-        "yaxis": {"title": {"text": f"{label} P{c.percentile} (ms)"}},
-        "shapes": shapes, "height": 420,
-    }}  # fmt: skip
+        shapes.append(hline(bound, SLA_LINE))
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": f"{label} P{c.percentile} vs load (front variants); dashed: SLA"},
+            "xaxis": {"title": {"text": f"offered load ({c.load_unit} per replica)"}},
+            "yaxis": {"title": {"text": f"{label} P{c.percentile} (ms)"}},
+            "shapes": shapes,
+            "height": 420,
+        },
+    }
 
 
 def capacity_figures(c: CapacityReport) -> dict[str, dict[str, Any]]:
     """Plotly figure dicts by element id."""
-    return {"frontier": _frontier_figure(c), "load-ttft": _load_figure(c, "ttft_ms"),
-            "load-tpot": _load_figure(c, "tpot_ms")}  # fmt: skip
+    return {
+        "frontier": _frontier_figure(c),
+        "load-ttft": _load_figure(c, "ttft_ms"),
+        "load-tpot": _load_figure(c, "tpot_ms"),
+    }
