@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.cli.tune_cmd import build_run_spec
+from tuner.run.spec import build_run_spec
 from tuner.run.tune import open_study
 from tuner.run.worker import work
 from tuner.search.parallel import ATTR_WORKER, SYS_FAILED_TRIAL, RequeueOnce

@@ -30,21 +30,15 @@ from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.errors import InputError, InterruptedRunError
 from tuner.perf.capacity import Capacity, LoadPoint
-from tuner.run.confirm import (
-    ConfirmedVariant,
-    ConfirmOptions,
-    Side,
-    config_key,
-    gain_over_defaults,
-    pick_candidates,
-    recommend_measured,
-    screen_spec,
-)
-from tuner.run.confirm_baseline import engine_defaults
-from tuner.run.confirm_journal import append_measured, read_measured, restore_measured
-from tuner.run.confirm_run import confirmed_tune
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
+from tuner.screen.baseline import engine_defaults
+from tuner.screen.candidates import pick_candidates
+from tuner.screen.journal import append_measured, read_measured, restore_measured
+from tuner.screen.measure import gain_over_defaults, recommend_measured
+from tuner.screen.options import ScreenOptions, screen_spec
+from tuner.screen.run import screened_tune
+from tuner.screen.variant import ConfirmedVariant, Side, config_key
 from tuner.search.frontier import ranked_by_capacity
 from tuner.search.storage import make_storage
 from tuner.specs import Context, EngineConfig, Percentiles, Quantization, Workload
@@ -251,12 +245,12 @@ def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
             raise KeyboardInterrupt
 
     with pytest.raises(InterruptedRunError, match="the screen's finished trials are kept"):
-        confirmed_tune(spec, run, ConfirmOptions(confirm=1), fresh=True, callbacks=[ctrl_c])
+        screened_tune(spec, run, ScreenOptions(confirm=1), fresh=True, callbacks=[ctrl_c])
     assert not fake_torch.measured and (run / "screened-run.yaml").is_file()
     kept = len(optuna.load_study(study_name="tuner", storage=make_storage(
         f"journal:{run / 'screen' / 'study.journal'}")).trials)  # fmt: skip
     assert 10 <= kept < 30
-    done = confirmed_tune(spec, run, ConfirmOptions(confirm=1), resume=True)
+    done = screened_tune(spec, run, ScreenOptions(confirm=1), resume=True)
     finished = [r for r in done.screen.records if r.state in ("complete", "pruned")]
     assert len(finished) == 30 and len(fake_torch.measured) == 2
     assert done.recommended is not None and (run / "confirm.csv").is_file()
