@@ -23,9 +23,10 @@ from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, EngineConfig, Metrics, Percentiles
 
 points = st.integers(1, 3).flatmap(
-    lambda d: arrays(np.float64, st.tuples(st.integers(1, 25), st.just(d)),
-                     elements=st.floats(0, 1, width=32))
-)  # fmt: skip
+    lambda d: arrays(
+        np.float64, st.tuples(st.integers(1, 25), st.just(d)), elements=st.floats(0, 1, width=32)
+    )
+)
 
 
 def _grid_hv(pts: np.ndarray, ref: np.ndarray) -> float:
@@ -83,8 +84,13 @@ def _p(v: float) -> Percentiles:
 
 def _rec(n: int, ttft: float, tpot: float, tput: float, tp: int = 1) -> TrialRecord:
     m = Metrics(ttft_ms=_p(ttft), tpot_ms=_p(tpot), output_tokens_per_s_per_gpu=tput)
-    return TrialRecord(number=n, state="complete", params={},
-                       config=EngineConfig(tensor_parallel_size=tp), metrics=m)  # fmt: skip
+    return TrialRecord(
+        number=n,
+        state="complete",
+        params={},
+        config=EngineConfig(tensor_parallel_size=tp),
+        metrics=m,
+    )
 
 
 SLA_CHAT = SLA(name="chat", ttft_ms=500, tpot_ms=50, percentile=95)
@@ -111,8 +117,13 @@ def test_recommendation_without_headroom_is_flagged() -> None:
 
 
 def test_nothing_feasible_names_closest_misses_and_recommends_nothing() -> None:
-    oom = TrialRecord(number=2, state="complete", params={}, config=EngineConfig(),
-                      metrics=Metrics.infeasible("KV cache out of memory", "sim"))  # fmt: skip
+    oom = TrialRecord(
+        number=2,
+        state="complete",
+        params={},
+        config=EngineConfig(),
+        metrics=Metrics.infeasible("KV cache out of memory", "sim"),
+    )
     records = [_rec(0, 900, 40, 9000), _rec(1, 550, 60, 8000), oom]
     res = analyze(records, SLA_CHAT)
     assert res.recommended is None and res.front == [] and res.hypervolume == 0.0
