@@ -107,17 +107,8 @@ class LocalWorkers:
 
     def __init__(self, storage_url: str, study_name: str, count: int, log_dir: Path) -> None:
         self.storage_url, self.study_name = storage_url, study_name
-        self.command = [
-            sys.executable,
-            "-m",
-            "tuner",
-            "worker",
-            "--storage",
-            storage_url,
-            "--study",
-            study_name,
-            "--until-done",
-        ]
+        worker = ["worker", "--storage", storage_url, "--study", study_name, "--until-done"]
+        self.command = [sys.executable, "-m", "tuner", *worker]
         self.count, self.log_dir = count, log_dir
         self.procs: list[tuple[_Worker, Path]] = []
         self.errors: list[str] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.backends import get_backend
+from tuner.backends import Backend, get_backend
 from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
 from tuner.run.folder import make_run_dir, write_outputs
 from tuner.run.jobs import LocalWorkers
@@ -35,6 +35,8 @@ __all__ = [
     "open_study",
     "rebuild",
     "require_recommendation",
+    "run_backend",
+    "run_evaluator",
     "storage_url",
     "tune",
 ]
@@ -196,18 +198,18 @@ def _finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
 
-def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, search.Evaluator]:
-    """Build the backend, write run.yaml, open the study: everything before the first trial."""
+def run_backend(spec: RunSpec, run_dir: Path) -> Backend:
+    """The run's backend, with a vLLM server's logs in RUN/vllm-logs."""
     options = dict(spec.backend_options)
     if spec.backend == "vllm":
         # Server logs belong with the run they explain, not in a temp folder.
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
-    backend = get_backend(spec.backend, **options)
-    make_run_dir(run_dir)
-    study = open_study(spec, run_dir, create=True)  # before run.yaml: it may refuse the study
-    if not resume:
-        (run_dir / RUN_FILE).write_text(spec.to_yaml())
-    evaluator = search.Evaluator(
+    return get_backend(spec.backend, **options)
+
+
+def run_evaluator(spec: RunSpec, backend: Backend) -> search.Evaluator:
+    """The evaluator of the run's trials on `backend` (a capacity search in capacity mode)."""
+    return search.Evaluator(
         backend,
         spec.context(),
         spec.space,
@@ -216,7 +218,16 @@ def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, se
         capacity=spec.capacity_load if spec.is_capacity else None,
         budget=spec.probe_budget,
     )
-    return study, evaluator
+
+
+def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, search.Evaluator]:
+    """Build the backend, write run.yaml, open the study: everything before the first trial."""
+    backend = run_backend(spec, run_dir)
+    make_run_dir(run_dir)
+    study = open_study(spec, run_dir, create=True)  # before run.yaml: it may refuse the study
+    if not resume:
+        (run_dir / RUN_FILE).write_text(spec.to_yaml())
+    return study, run_evaluator(spec, backend)
 
 
 def _search(

@@ -17,7 +17,7 @@ from tuner.errors import InputError
 from tuner.run.lock import run_folder_lock
 from tuner.run.shared import claim_worker_number, read_budget, spec_from_study
 from tuner.run.spec import RUN_FILE, RunSpec
-from tuner.run.tune import TuneOutcome, rebuild
+from tuner.run.tune import TuneOutcome, rebuild, run_evaluator
 from tuner.search import study as search
 from tuner.search.parallel import count_states, run_trials
 from tuner.search.storage import GRACE_S, make_storage, public_url
@@ -94,15 +94,7 @@ def work(
     study.sampler = search.make_sampler(
         spec.sampler, seed=seed, space=spec.space, ctx=spec.context()
     )
-    evaluator = search.Evaluator(
-        get_backend(spec.backend, **options),
-        spec.context(),
-        spec.space,
-        spec.drafts,
-        metrics_key=spec.metrics_key(),
-        capacity=spec.capacity_load if spec.is_capacity else None,
-        budget=spec.probe_budget,
-    )
+    evaluator = run_evaluator(spec, get_backend(spec.backend, **options))
     ran = run_trials(
         study,
         evaluator,

@@ -12,13 +12,13 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial
 
-from tuner.backends import Backend, get_backend
+from tuner.backends import Backend
 from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, InterruptedRunError
 from tuner.run.folder import make_run_dir
 from tuner.run.lock import run_folder_lock
 from tuner.run.spec import RUN_FILE, RunSpec
-from tuner.run.tune import TuneOutcome, tune
+from tuner.run.tune import TuneOutcome, run_backend, tune
 from tuner.screen.baseline import describe, engine_defaults
 from tuner.screen.candidates import pick_candidates
 from tuner.screen.journal import (
@@ -112,13 +112,6 @@ def check_screened_run(
     raise InputError(why)
 
 
-def _backend(spec: RunSpec, run_dir: Path) -> Backend:
-    options = dict(spec.backend_options)
-    if spec.backend == "vllm":
-        options.setdefault("run_dir", str(run_dir / "vllm-logs"))
-    return get_backend(spec.backend, **options)
-
-
 def _summary_lines(outcome: ScreenedOutcome) -> list[str]:
     """The report's summary: the gain, the baseline, what was passed over, refitted, skipped."""
     lines = [
@@ -185,7 +178,7 @@ def screened_tune(
     with run_folder_lock(run_dir):
         write_screened_run(run_dir, spec, options)  # on a resume: the budgets given now
         try:
-            real = backend or _backend(spec, run_dir)
+            real = backend or run_backend(spec, run_dir)
             screened = _screen(spec, run_dir, resume, callbacks, jobs)
         except InterruptedRunError:
             if (run_dir / SCREEN_DIR).is_dir():  # finished screen trials are kept
