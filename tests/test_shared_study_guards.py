@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.cli.tune_cmd import build_run_spec
+from tuner.run.spec import build_run_spec
 from tuner.run.tune import open_study
 from tuner.run.worker import work
 from tuner.search.parallel import ATTR_WORKER, SYS_FAILED_TRIAL, RequeueOnce
@@ -42,18 +42,46 @@ def _one_error_line(args: list[str]) -> str:
 
 def test_a_shared_storage_refuses_a_run_with_other_inputs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    code, out = _tune("--model", "llama-3.2-1b", "--trials", "6", "--storage", url,
-                      "--run-dir", str(tmp_path / "a"))  # fmt: skip
+    code, out = _tune(
+        "--model",
+        "llama-3.2-1b",
+        "--trials",
+        "6",
+        "--storage",
+        url,
+        "--run-dir",
+        str(tmp_path / "a"),
+    )
     assert code == 0, out
-    out = _one_error_line(["tune", *SMALL, "--model", "llama-3.1-70b", "--trials", "8",
-                           "--storage", url, "--run-dir", str(tmp_path / "b")])  # fmt: skip
+    out = _one_error_line(
+        [
+            "tune",
+            *SMALL,
+            "--model",
+            "llama-3.1-70b",
+            "--trials",
+            "8",
+            "--storage",
+            url,
+            "--run-dir",
+            str(tmp_path / "b"),
+        ]
+    )
     assert "made for another run" in out and "llama-3.2-1b" in out and "llama-3.1-70b" in out
     study = optuna.load_study(study_name="tuner", storage=url)
     finished = study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
     assert len(finished) == 6  # the refused run added nothing
     # The same inputs join the study (that is how processes share one).
-    code, out = _tune("--model", "llama-3.2-1b", "--trials", "9", "--storage", url,
-                      "--run-dir", str(tmp_path / "c"))  # fmt: skip
+    code, out = _tune(
+        "--model",
+        "llama-3.2-1b",
+        "--trials",
+        "9",
+        "--storage",
+        url,
+        "--run-dir",
+        str(tmp_path / "c"),
+    )
     assert code == 0, out
 
 
@@ -78,8 +106,20 @@ def test_reusing_a_run_folder_for_another_model_is_refused(tmp_path: Path) -> No
 )
 def test_a_bad_storage_url_fails_fast_in_one_line(url: str, tmp_path: Path) -> None:
     started = time.monotonic()
-    out = _one_error_line(["tune", *SMALL, "--model", "llama-3.2-1b", "--trials", "3",
-                           "--storage", url, "--run-dir", str(tmp_path / "r")])  # fmt: skip
+    out = _one_error_line(
+        [
+            "tune",
+            *SMALL,
+            "--model",
+            "llama-3.2-1b",
+            "--trials",
+            "3",
+            "--storage",
+            url,
+            "--run-dir",
+            str(tmp_path / "r"),
+        ]
+    )
     assert time.monotonic() - started < 5
     assert "secret" not in out  # passwords are masked
 
@@ -88,8 +128,21 @@ def test_worker_refuses_bad_requests_in_one_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     result = runner.invoke(app, ["worker", "--storage", url, "--study", "none"])
     assert result.exit_code == 2 and "no study 'none'" in result.output
-    assert _tune("--model", "llama-3.2-1b", "--trials", "3", "--storage", url, "--study", "s",
-                 "--run-dir", str(tmp_path / "r"))[0] == 0  # fmt: skip
+    assert (
+        _tune(
+            "--model",
+            "llama-3.2-1b",
+            "--trials",
+            "3",
+            "--storage",
+            url,
+            "--study",
+            "s",
+            "--run-dir",
+            str(tmp_path / "r"),
+        )[0]
+        == 0
+    )
     for extra, words in (
         (["--backend", "vllm"], "evaluates with --backend sim"),
         (["--trials", "2", "--until-done"], "exclusive"),
@@ -101,8 +154,9 @@ def test_worker_refuses_bad_requests_in_one_line(tmp_path: Path) -> None:
 
 def test_workers_on_one_study_get_distinct_seeds(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    spec = build_run_spec(model="llama-3.1-8b", gpu="h200-sxm", trials=40, storage=url,
-                          study_name="seeds")  # fmt: skip
+    spec = build_run_spec(
+        model="llama-3.1-8b", gpu="h200-sxm", trials=40, storage=url, study_name="seeds"
+    )
     open_study(spec, tmp_path / "creator", create=True)  # what `tune` does first: worker 0
     first = work(url, "seeds", max_trials=8)
     second = work(url, "seeds", max_trials=8)
@@ -161,8 +215,9 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
     run = tmp_path / "run"
     proc = subprocess.Popen(
         _cli("tune", "--model", "llama-3.1-8b", *SMALL, "--trials", "5000", "--run-dir", str(run)),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while _done(run / "study.journal") < 8 and time.time() < deadline:
         time.sleep(0.2)
@@ -196,8 +251,9 @@ def test_a_second_resume_of_a_busy_run_folder_is_refused_and_kills_nothing(
 
 def test_tune_jobs_2_shares_the_budget_between_two_processes(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    code, out = _tune("--model", "llama-3.1-8b", "--trials", "24", "--jobs", "2",
-                      "--run-dir", str(run))  # fmt: skip
+    code, out = _tune(
+        "--model", "llama-3.1-8b", "--trials", "24", "--jobs", "2", "--run-dir", str(run)
+    )
     assert code == 0, out
     assert (run / "study.journal").is_file() and (run / "workers" / "worker-1.log").is_file()
     storage = optuna.storages.JournalStorage(
@@ -210,8 +266,9 @@ def test_tune_jobs_2_shares_the_budget_between_two_processes(tmp_path: Path) -> 
     assert "worker 1 (seed 1) ran" in (run / "workers" / "worker-1.log").read_text()
     rebuilt = runner.invoke(app, ["report", str(run)])
     assert rebuilt.exit_code == 0, rebuilt.output
-    _one_error_line(["tune", *SMALL, "--model", "llama-3.1-8b", "--jobs", "0",
-                     "--run-dir", str(tmp_path / "x")])  # fmt: skip
+    _one_error_line(
+        ["tune", *SMALL, "--model", "llama-3.1-8b", "--jobs", "0", "--run-dir", str(tmp_path / "x")]
+    )
 
 
 def test_the_journal_storage_appends_without_fsync_and_another_process_reads_it(

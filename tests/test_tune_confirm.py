@@ -30,28 +30,44 @@ from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.errors import InputError, InterruptedRunError
 from tuner.perf.capacity import Capacity, LoadPoint
-from tuner.run.confirm import (
-    ConfirmedVariant,
-    ConfirmOptions,
-    Side,
-    config_key,
-    gain_over_defaults,
-    pick_candidates,
-    recommend_measured,
-    screen_spec,
-)
-from tuner.run.confirm_baseline import engine_defaults
-from tuner.run.confirm_journal import append_measured, read_measured, restore_measured
-from tuner.run.confirm_run import confirmed_tune
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
+from tuner.screen.baseline import engine_defaults
+from tuner.screen.candidates import pick_candidates
+from tuner.screen.journal import append_measured, read_measured, restore_measured
+from tuner.screen.measure import gain_over_defaults, recommend_measured
+from tuner.screen.options import ScreenOptions, screen_spec
+from tuner.screen.run import screened_tune
+from tuner.screen.variant import ConfirmedVariant, Side, config_key
 from tuner.search.frontier import ranked_by_capacity
 from tuner.search.storage import make_storage
 from tuner.specs import Context, EngineConfig, Percentiles, Quantization, Workload
 
-SCREENED = ["tune", "--model", "llama-tiny-20m", "--gpu", "h100-sxm", "--backend", "torch",
-            "--num-gpus", "1", "--screen", "sim", "--trials", "30", "--ttft-ms", "1000",
-            "--tpot-ms", "100", "--isl", "128", "--osl", "32", "--num-requests", "20"]  # fmt: skip
+SCREENED = [
+    "tune",
+    "--model",
+    "llama-tiny-20m",
+    "--gpu",
+    "h100-sxm",
+    "--backend",
+    "torch",
+    "--num-gpus",
+    "1",
+    "--screen",
+    "sim",
+    "--trials",
+    "30",
+    "--ttft-ms",
+    "1000",
+    "--tpot-ms",
+    "100",
+    "--isl",
+    "128",
+    "--osl",
+    "32",
+    "--num-requests",
+    "20",
+]
 
 
 @pytest.fixture()
@@ -69,8 +85,15 @@ def _rows(run: Path) -> list[dict[str, str]]:
 
 
 def _knobs(row: dict[str, str]) -> tuple[str, ...]:
-    names = ("quantization", "kv_dtype", "max_num_seqs", "max_num_batched_tokens", "draft_model",
-             "num_speculative_tokens", "enable_prefix_caching")  # fmt: skip
+    names = (
+        "quantization",
+        "kv_dtype",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "draft_model",
+        "num_speculative_tokens",
+        "enable_prefix_caching",
+    )
     return tuple(row[n] for n in names)
 
 
@@ -122,10 +145,16 @@ def test_report_on_a_screened_run_rebuilds_its_screen(
 
 
 def test_candidates_are_distinct_runnable_and_in_predicted_order(tmp_path: Path) -> None:
-    spec = build_run_spec(model="llama-tiny-20m", gpu="h100-sxm", backend="torch", num_gpus=1,
-                          ttft_ms=1000, tpot_ms=100, trials=40,
-                          workload_fields={"input_tokens": 128, "output_tokens": 32,
-                                           "num_requests": 20})  # fmt: skip
+    spec = build_run_spec(
+        model="llama-tiny-20m",
+        gpu="h100-sxm",
+        backend="torch",
+        num_gpus=1,
+        ttft_ms=1000,
+        tpot_ms=100,
+        trials=40,
+        workload_fields={"input_tokens": 128, "output_tokens": 32, "num_requests": 20},
+    )
     records = tune(screen_spec(spec), tmp_path / "screen", fresh=True).records
     ranked = ranked_by_capacity(records, spec.sla)
     backend = FakeMeasured()
@@ -204,8 +233,9 @@ def test_a_resume_with_a_larger_confirm_measures_only_the_new_variants(
 ) -> None:
     run, _ = _screened(tmp_path, "--confirm", "1")
     assert len(fake_torch.measured) == 2
-    more = CliRunner().invoke(app, ["tune", "--resume", str(run), "--confirm", "3",
-                                    "--confirm-seconds", "600"])  # fmt: skip
+    more = CliRunner().invoke(
+        app, ["tune", "--resume", str(run), "--confirm", "3", "--confirm-seconds", "600"]
+    )
     assert more.exit_code == 0, more.output
     assert len(fake_torch.measured) == 4  # ranks 2 and 3; the defaults and rank 1 are kept
     assert [r["role"] for r in _rows(run)] == ["baseline", "candidate", "candidate", "candidate"]
@@ -240,10 +270,16 @@ def test_a_resume_with_a_larger_confirm_measures_only_the_new_variants(
 def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
     fake_torch: type[FakeMeasured], tmp_path: Path
 ) -> None:
-    spec = build_run_spec(model="llama-tiny-20m", gpu="h100-sxm", backend="torch", num_gpus=1,
-                          ttft_ms=1000, tpot_ms=100, trials=30,
-                          workload_fields={"input_tokens": 128, "output_tokens": 32,
-                                           "num_requests": 20})  # fmt: skip
+    spec = build_run_spec(
+        model="llama-tiny-20m",
+        gpu="h100-sxm",
+        backend="torch",
+        num_gpus=1,
+        ttft_ms=1000,
+        tpot_ms=100,
+        trials=30,
+        workload_fields={"input_tokens": 128, "output_tokens": 32, "num_requests": 20},
+    )
     run = tmp_path / "run"
 
     def ctrl_c(study: optuna.Study, trial: FrozenTrial) -> None:
@@ -251,12 +287,15 @@ def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
             raise KeyboardInterrupt
 
     with pytest.raises(InterruptedRunError, match="the screen's finished trials are kept"):
-        confirmed_tune(spec, run, ConfirmOptions(confirm=1), fresh=True, callbacks=[ctrl_c])
+        screened_tune(spec, run, ScreenOptions(confirm=1), fresh=True, callbacks=[ctrl_c])
     assert not fake_torch.measured and (run / "screened-run.yaml").is_file()
-    kept = len(optuna.load_study(study_name="tuner", storage=make_storage(
-        f"journal:{run / 'screen' / 'study.journal'}")).trials)  # fmt: skip
+    kept = len(
+        optuna.load_study(
+            study_name="tuner", storage=make_storage(f"journal:{run / 'screen' / 'study.journal'}")
+        ).trials
+    )
     assert 10 <= kept < 30
-    done = confirmed_tune(spec, run, ConfirmOptions(confirm=1), resume=True)
+    done = screened_tune(spec, run, ScreenOptions(confirm=1), resume=True)
     finished = [r for r in done.screen.records if r.state in ("complete", "pruned")]
     assert len(finished) == 30 and len(fake_torch.measured) == 2
     assert done.recommended is not None and (run / "confirm.csv").is_file()
@@ -272,8 +311,13 @@ def _measured_columns(path: Path) -> list[dict[str, str]]:
 
 
 def test_a_torn_journal_line_is_dropped_and_a_bad_one_is_one_error_line(tmp_path: Path) -> None:
-    v = ConfirmedVariant(role="baseline", predicted_rank=None, screen_trial=None,
-                         config=EngineConfig(), status="measured")  # fmt: skip
+    v = ConfirmedVariant(
+        role="baseline",
+        predicted_rank=None,
+        screen_trial=None,
+        config=EngineConfig(),
+        status="measured",
+    )
     append_measured(tmp_path, v)
     with (tmp_path / "confirm.jsonl").open("a") as fh:
         fh.write('{"role": "candi')  # a kill in the middle of a write
@@ -285,16 +329,34 @@ def test_a_torn_journal_line_is_dropped_and_a_bad_one_is_one_error_line(tmp_path
 
 def _variant(role: str, status: str, measured: float | None, predicted: float) -> ConfirmedVariant:
     pct = Percentiles(mean=50, p50=50, p90=50, p95=50, p99=50)
-    point = LoadPoint(load=1.0, requests_per_s_per_gpu=1.0, output_tokens_per_s_per_gpu=1.0,
-                      ttft_ms=pct, tpot_ms=pct, meets_sla=True, meets_headroom=True)  # fmt: skip
+    point = LoadPoint(
+        load=1.0,
+        requests_per_s_per_gpu=1.0,
+        output_tokens_per_s_per_gpu=1.0,
+        ttft_ms=pct,
+        tpot_ms=pct,
+        meets_sla=True,
+        meets_headroom=True,
+    )
     cap = Capacity(mode="rate", points=[point] if measured else [])
-    side = Side(capacity_load=1.0, capacity_rps_per_gpu=1.0, capacity_tok_s_per_gpu=predicted,
-                ttft_ms=50, tpot_ms=5)  # fmt: skip
+    side = Side(
+        capacity_load=1.0,
+        capacity_rps_per_gpu=1.0,
+        capacity_tok_s_per_gpu=predicted,
+        ttft_ms=50,
+        tpot_ms=5,
+    )
     m = side.model_copy(update={"capacity_tok_s_per_gpu": measured or 0.0})
-    return ConfirmedVariant(role=role, predicted_rank=None if role == "baseline" else 1,  # type: ignore[arg-type]
-                            screen_trial=None, config=EngineConfig(), status=status,  # type: ignore[arg-type]
-                            predicted=side, measured=m if status == "measured" else None,
-                            capacity=cap if status == "measured" else None)  # fmt: skip
+    return ConfirmedVariant(
+        role=role,
+        predicted_rank=None if role == "baseline" else 1,  # type: ignore[arg-type]
+        screen_trial=None,
+        config=EngineConfig(),
+        status=status,  # type: ignore[arg-type]
+        predicted=side,
+        measured=m if status == "measured" else None,
+        capacity=cap if status == "measured" else None,
+    )
 
 
 def test_the_recommendation_comes_from_measured_variants_only() -> None:
@@ -317,12 +379,14 @@ def test_the_recommendation_comes_from_measured_variants_only() -> None:
         (["--backend", "torch", "--confirm", "3"], "--confirm needs --screen sim"),
         (["--backend", "torch", "--confirm", "0"], "--confirm needs --screen sim"),
         (["--backend", "torch", "--screen", "sim", "--confirm", "0"], "--confirm 0:"),
-        (["--backend", "torch", "--screen", "sim", "--confirm-seconds", "-5"],
-         "--confirm-seconds -5"),
+        (
+            ["--backend", "torch", "--screen", "sim", "--confirm-seconds", "-5"],
+            "--confirm-seconds -5",
+        ),
         (["--backend", "torch", "--screen", "sim", "--rate", "2"], "drop --rate/--concurrency"),
         (["--backend", "torch", "--screen", "sim", "--resume", "x"], "cannot be combined"),
     ],
-)  # fmt: skip
+)
 def test_bad_screen_flags_are_one_error_line_exit_2(
     fake_torch: type[FakeMeasured], tmp_path: Path, args: list[str], message: str
 ) -> None:
@@ -353,9 +417,12 @@ def test_vllm_defaults_follow_vllms_own_table(tmp_path: Path) -> None:
 
 
 def test_vllm_cannot_run_what_needs_another_checkpoint(tmp_path: Path) -> None:
-    ctx = Context(model=catalog.load_model("smollm2-135m"), gpu=catalog.load_gpu("h100-sxm"),
-                  sla=catalog.load_sla("chat"), workload=Workload(input_tokens=64,
-                                                                 output_tokens=16))  # fmt: skip
+    ctx = Context(
+        model=catalog.load_model("smollm2-135m"),
+        gpu=catalog.load_gpu("h100-sxm"),
+        sla=catalog.load_sla("chat"),
+        workload=Workload(input_tokens=64, output_tokens=16),
+    )
     backend = VLLMBackend(run_dir=tmp_path)
     assert backend.cannot_run(EngineConfig(), ctx) is None
     awq = EngineConfig(quantization=Quantization.int4_awq)
@@ -366,9 +433,12 @@ def test_vllm_cannot_run_what_needs_another_checkpoint(tmp_path: Path) -> None:
 def test_extra_vllm_args_come_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ctx = Context(model=catalog.load_model("smollm2-135m"), gpu=catalog.load_gpu("h100-sxm"),
-                  sla=catalog.load_sla("chat"), workload=Workload(input_tokens=64,
-                                                                 output_tokens=16))  # fmt: skip
+    ctx = Context(
+        model=catalog.load_model("smollm2-135m"),
+        gpu=catalog.load_gpu("h100-sxm"),
+        sla=catalog.load_sla("chat"),
+        workload=Workload(input_tokens=64, output_tokens=16),
+    )
     monkeypatch.setenv(EXTRA_ARGS_ENV, "--enforce-eager --swap-space '2'")
     cmd = VLLMBackend(model_path=str(tmp_path), run_dir=tmp_path).command(EngineConfig(), ctx, 1)
     assert cmd[-3:] == ["--enforce-eager", "--swap-space", "2"]
@@ -376,15 +446,21 @@ def test_extra_vllm_args_come_from_the_environment(
 
 def test_the_sim_uses_a_calibrated_profiles_efficiency() -> None:
     gpu = catalog.load_gpu("h100-sxm")
-    slow = Calibration(backend="vllm", model="llama-tiny-20m", measured_at="2026-12-03T00:00Z",
-                       host="test", efficiency={"step_overhead_s": 0.05},
-                       residuals={"tpot": Residual(median_abs_rel_error=0.1,
-                                                   p90_abs_rel_error=0.2, count=3)},
-                       grid=CalibrationGrid(batch=(1, 8), context=(64, 512),
-                                            chunk=(64, 512)))  # fmt: skip
-    ctx = Context(model=catalog.load_model("llama-tiny-20m"), gpu=gpu, sla=catalog.load_sla("chat"),
-                  workload=Workload(input_tokens=64, output_tokens=16, concurrency=1,
-                                    num_requests=4))  # fmt: skip
+    slow = Calibration(
+        backend="vllm",
+        model="llama-tiny-20m",
+        measured_at="2026-12-03T00:00Z",
+        host="test",
+        efficiency={"step_overhead_s": 0.05},
+        residuals={"tpot": Residual(median_abs_rel_error=0.1, p90_abs_rel_error=0.2, count=3)},
+        grid=CalibrationGrid(batch=(1, 8), context=(64, 512), chunk=(64, 512)),
+    )
+    ctx = Context(
+        model=catalog.load_model("llama-tiny-20m"),
+        gpu=gpu,
+        sla=catalog.load_sla("chat"),
+        workload=Workload(input_tokens=64, output_tokens=16, concurrency=1, num_requests=4),
+    )
     plain = SimBackend().evaluate(EngineConfig(), ctx)
     calibrated = SimBackend().evaluate(
         EngineConfig(), ctx.model_copy(update={"gpu": gpu.model_copy(update={"calibration": slow})})
@@ -410,15 +486,49 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
     monkeypatch.setenv(EXTRA_ARGS_ENV, "--enforce-eager")
 
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, [
-        "tune", "--model", "smollm2-135m", "--backend", "vllm", "--screen", "sim",
-        "--confirm", "3", "--quant", "bf16", "--kv-dtype", "auto", "--draft-model", "none",
-        "--max-num-seqs", "4,8,16,32", "--max-batched-tokens", "256,512,1024",
-        "--isl", "64", "--osl", "16",
-        "--num-requests", "8", "--ttft-ms", str(CPU_TTFT_MS), "--tpot-ms", str(CPU_TPOT_MS),
-        "--probes", "2", "--probe-seconds", "30", "--trials", "40", "--refit",
-        "--run-dir", str(run),
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            "--model",
+            "smollm2-135m",
+            "--backend",
+            "vllm",
+            "--screen",
+            "sim",
+            "--confirm",
+            "3",
+            "--quant",
+            "bf16",
+            "--kv-dtype",
+            "auto",
+            "--draft-model",
+            "none",
+            "--max-num-seqs",
+            "4,8,16,32",
+            "--max-batched-tokens",
+            "256,512,1024",
+            "--isl",
+            "64",
+            "--osl",
+            "16",
+            "--num-requests",
+            "8",
+            "--ttft-ms",
+            str(CPU_TTFT_MS),
+            "--tpot-ms",
+            str(CPU_TPOT_MS),
+            "--probes",
+            "2",
+            "--probe-seconds",
+            "30",
+            "--trials",
+            "40",
+            "--refit",
+            "--run-dir",
+            str(run),
+        ],
+    )
     print(result.output)
     assert result.exit_code == 0, result.output
     rows = _rows(run)
@@ -431,8 +541,11 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
     )  # one server per variant
     rec = [r for r in rows if r["recommended"] == "True"]
     assert len(rec) == 1 and rec[0]["meets_sla"] == "True"
-    assert re.search(r"[+-]\d+% capacity over the engine defaults|the engine defaults did not "
-                     r"meet the SLA", result.output)  # fmt: skip
+    assert re.search(
+        r"[+-]\d+% capacity over the engine defaults|the engine defaults did not "
+        r"meet the SLA",
+        result.output,
+    )
     for r in rows:
         assert float(r["measured_capacity_tok_s_per_gpu"]) >= 0
         assert r["predicted_ttft_p95_ms"] and r["measured_ttft_p95_ms"] and r["ttft_rel_error"]
@@ -455,10 +568,18 @@ def test_the_parity_report_renders_in_chromium(
     run, _ = _screened(tmp_path, "--confirm", "2")
     assert CHROMIUM is not None
     proc = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=10000", "--dump-dom", (run / "report.html").as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            (run / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = proc.stdout
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert '<pre id="js-errors"></pre>' in dom
@@ -490,12 +611,17 @@ def test_refit_writes_a_profile_that_predicts_the_measurements_better(
 def test_measured_variants_a_longer_screen_moved_off_the_pick_are_kept() -> None:
     def variant(rank: int | None, trial: int | None, seqs: int) -> ConfirmedVariant:
         role = "baseline" if rank is None else "candidate"
-        return ConfirmedVariant(role=role, predicted_rank=rank, screen_trial=trial,
-                                config=EngineConfig(max_num_seqs=seqs))  # fmt: skip
+        return ConfirmedVariant(
+            role=role,
+            predicted_rank=rank,
+            screen_trial=trial,
+            config=EngineConfig(max_num_seqs=seqs),
+        )
 
     base, first, dropped = variant(None, None, 256), variant(1, 0, 8), variant(2, 5, 16)
-    done = {config_key(v.config): v.model_copy(update={"status": "measured"})
-            for v in (base, dropped)}  # fmt: skip
+    done = {
+        config_key(v.config): v.model_copy(update={"status": "measured"}) for v in (base, dropped)
+    }
     now = [base, variant(1, 9, 32), variant(2, 0, 8)]  # the longer screen's pick
     out = restore_measured(now, done, ranks={9: 1, 0: 2, 5: 4})
     assert [v.config.max_num_seqs for v in out] == [256, 32, 8, 16]

@@ -37,9 +37,17 @@ def test_small_tune_writes_every_output_file(tmp_path: Path) -> None:
     run = tmp_path / "run"
     code, out = _tune("--trials", "25", "--run-dir", str(run))
     assert code == 0, out
-    for name in ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml",
-                 "study.journal", "exports/vllm.yaml", "exports/vllm.sh",
-                 "exports/README.md"):  # fmt: skip
+    for name in (
+        "report.html",
+        "trials.csv",
+        "pareto.csv",
+        "best.yaml",
+        "run.yaml",
+        "study.journal",
+        "exports/vllm.yaml",
+        "exports/vllm.sh",
+        "exports/README.md",
+    ):
         assert (run / name).is_file(), name
     rows = _trials(run / "trials.csv")
     assert len(rows) == 25 and [int(r["trial"]) for r in rows] == list(range(25))
@@ -56,8 +64,9 @@ def test_small_tune_writes_every_output_file(tmp_path: Path) -> None:
 def test_run_yaml_repeats_the_run_and_report_rebuilds(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     assert _tune("--trials", "20", "--seed", "7", "--run-dir", str(first))[0] == 0
-    result = runner.invoke(app, ["tune", "--config", str(first / "run.yaml"), "--run-dir",
-                                 str(second)])  # fmt: skip
+    result = runner.invoke(
+        app, ["tune", "--config", str(first / "run.yaml"), "--run-dir", str(second)]
+    )
     assert result.exit_code == 0, result.output
     knobs = ("quantization", "kv_dtype", "max_num_seqs", "tensor_parallel_size", "state")
     a = [[r[k] for k in knobs] for r in _trials(first / "trials.csv")]
@@ -93,8 +102,9 @@ def test_a_run_folder_with_the_older_sqlite_study_still_reports_and_resumes(
 
 
 def test_nothing_feasible_exits_3_with_the_closest_variants(tmp_path: Path) -> None:
-    code, out = _tune("--trials", "15", "--ttft-ms", "1", "--tpot-ms", "0.01",
-                      "--run-dir", str(tmp_path / "r"))  # fmt: skip
+    code, out = _tune(
+        "--trials", "15", "--ttft-ms", "1", "--tpot-ms", "0.01", "--run-dir", str(tmp_path / "r")
+    )
     assert code == 3
     assert "no variant met the SLA" in out and "Closest variants" in out
     assert "Traceback" not in out
@@ -113,9 +123,16 @@ def _complete_numbers(journal: Path) -> set[int]:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tuner.cli", *args] if False else [  # noqa: SIM108
-        sys.executable, "-c", "from tuner.cli import main; main()", *args
-    ]  # fmt: skip
+    return (
+        [sys.executable, "-m", "tuner.cli", *args]
+        if False
+        else [  # noqa: SIM108
+            sys.executable,
+            "-c",
+            "from tuner.cli import main; main()",
+            *args,
+        ]
+    )
 
 
 def _count_done(journal: Path) -> int:
@@ -155,12 +172,24 @@ def test_two_workers_share_one_study_without_lost_or_duplicated_trials(tmp_path:
     url = f"sqlite:///{db}"
     procs = [
         subprocess.Popen(
-            _cli(*BASE, "--trials", "40", "--storage", url, "--study", "shared", "--seed", str(i),
-                 "--run-dir", str(tmp_path / f"w{i}")),  # fmt: skip
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            _cli(
+                *BASE,
+                "--trials",
+                "40",
+                "--storage",
+                url,
+                "--study",
+                "shared",
+                "--seed",
+                str(i),
+                "--run-dir",
+                str(tmp_path / f"w{i}"),
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         for i in range(2)
-    ]  # fmt: skip
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()[-2000:]

@@ -18,15 +18,20 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 def _ctx(gpu: str = "h200-sxm", num_gpus: int = 2) -> Context:
     model = catalog.load_model("llama-3.1-8b")
     sla = catalog.load_sla("chat")
-    return Context(model=model, gpu=catalog.load_gpu(gpu), sla=sla, workload=Workload(),
-                   num_gpus=num_gpus)  # fmt: skip
+    return Context(
+        model=model, gpu=catalog.load_gpu(gpu), sla=sla, workload=Workload(), num_gpus=num_gpus
+    )
 
 
 SPACE = SearchSpace(
-    quantization=["bf16", "fp8", "int4-awq"], kv_dtype=["auto", "fp8"],
-    max_num_batched_tokens=[2048, 8192], max_num_seqs=[8, 64, 256],
-    tensor_parallel_size=[1, 2, 4], num_speculative_tokens=[0, 3], draft_model=[None, "ngram"],
-)  # fmt: skip
+    quantization=["bf16", "fp8", "int4-awq"],
+    kv_dtype=["auto", "fp8"],
+    max_num_batched_tokens=[2048, 8192],
+    max_num_seqs=[8, 64, 256],
+    tensor_parallel_size=[1, 2, 4],
+    num_speculative_tokens=[0, 3],
+    draft_model=[None, "ngram"],
+)
 
 
 def _run(sampler: str, trials: int, ctx: Context) -> tuple[list[TrialRecord], FakeBackend]:

@@ -1,19 +1,28 @@
-"""The capacity-mode terminal summary of `tuner tune`: readable at 80 columns and when piped."""
+"""The terminal summary of `tuner tune` (capacity or fixed load): readable at 80 columns and when
+piped."""
 
 from __future__ import annotations
 
 from rich.markup import escape
 from rich.table import Table
 
+from tuner import knobs
 from tuner.cli.output import print_table, say
 from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
+from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, EngineConfig
 
-__all__ = ["MAX_FRONT_ROWS", "print_capacity_summary", "short_config", "speculation_line"]
+__all__ = [
+    "MAX_FRONT_ROWS",
+    "print_capacity_summary",
+    "print_outcome",
+    "short_config",
+    "speculation_line",
+]
 
 # Rows of the frontier printed; the full table is pareto.csv and the report.
 MAX_FRONT_ROWS = 10
@@ -26,8 +35,10 @@ def short_config(c: EngineConfig) -> str:
     layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
         " ep" if c.expert_parallel else ""
     )
-    return (f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
-            f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}")  # fmt: skip
+    return (
+        f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
+        f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}"
+    )
 
 
 def speculation_line(rec: TrialRecord) -> str | None:
@@ -56,12 +67,16 @@ def _bounds(sla: SLA) -> str:
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
     b = p.band
     pm = {q: f" +- {getattr(b, q):.0%}" if b else "" for q in ("ttft", "tpot", "throughput")}
-    rate = (f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f}"
-            f"{pm['throughput']} output")  # fmt: skip
+    rate = (
+        f"{p.requests_per_s_per_gpu:,.2f} req/s, {p.output_tokens_per_s_per_gpu:,.0f}"
+        f"{pm['throughput']} output"
+    )
     where = f"at {format_load(p.load, mode)} {load_unit(mode)} per replica"
     ttft, tpot = p.ttft_ms.at(pct), p.tpot_ms.at(pct)
-    return (f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms{pm['ttft']}, "
-            f"TPOT P{pct} {tpot:,.2f} ms{pm['tpot']}")  # fmt: skip
+    return (
+        f"{rate} tok/s per GPU\n    {where}: TTFT P{pct} {ttft:,.1f} ms{pm['ttft']}, "
+        f"TPOT P{pct} {tpot:,.2f} ms{pm['tpot']}"
+    )
 
 
 def _front_table(outcome: TuneOutcome) -> Table:
@@ -75,9 +90,15 @@ def _front_table(outcome: TuneOutcome) -> Table:
         cfg = by_number[q.trial].config
         assert cfg is not None
         mark = " *" if q.trial == result.recommended and q.is_capacity else ""
-        t.add_row(f"{q.trial}{mark}", escape(short_config(cfg)), format_load(q.load, q.mode),
-                  f"{q.output_tokens_per_s_per_gpu:,.0f}", f"{q.tpot_ms:,.2f}",
-                  f"{q.ttft_ms:,.1f}", str(len(q.variants)))  # fmt: skip
+        t.add_row(
+            f"{q.trial}{mark}",
+            escape(short_config(cfg)),
+            format_load(q.load, q.mode),
+            f"{q.output_tokens_per_s_per_gpu:,.0f}",
+            f"{q.tpot_ms:,.2f}",
+            f"{q.ttft_ms:,.1f}",
+            str(len(q.variants)),
+        )
     return t
 
 
@@ -111,9 +132,21 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
             say(f"  {op.band.text()}")
     else:
         say("  no probed load keeps the headroom margin and the error band: run below capacity")
-    picks = engine_picks(outcome.records, result, spec)
-    for key, engine, path in (("vllm", "vLLM", "vllm.sh"), ("sglang", "SGLang", "sglang.sh"),
-                              ("trtllm", "TRT-LLM", "trtllm.sh")):  # fmt: skip
+    _print_exports(outcome, number)
+
+
+# The engines the summary names an export of: (engine key, display name, launch script).
+_EXPORTS = (
+    ("vllm", "vLLM", "vllm.sh"),
+    ("sglang", "SGLang", "sglang.sh"),
+    ("trtllm", "TRT-LLM", "trtllm.sh"),
+)
+
+
+def _print_exports(outcome: TuneOutcome, number: int) -> None:
+    """Each engine's launch script, or why it has none."""
+    picks = engine_picks(outcome.records, outcome.result, outcome.spec)
+    for key, engine, path in _EXPORTS:
         file, pick = outcome.run_dir / "exports" / path, picks.get(key)
         if isinstance(pick, str):
             say(f"  {engine}: no export ({pick})")
@@ -122,3 +155,64 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
             continue
         whose = "" if pick.number == number else f" (trial {pick.number}, best it can express)"
         say(f"  {engine}{whose}: {file}")
+
+
+def _load_text(spec: RunSpec) -> str:
+    wl = spec.workload
+    if wl.rate_rps is not None:
+        return f"Poisson rate {wl.rate_rps:g} req/s"
+    return f"{wl.users} closed-loop users"
+
+
+def _cell(value: object) -> str:
+    """A knob value in the Pareto table (booleans as on/off, None as -)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "-" if value is None else str(value)
+
+
+def _pareto_table(outcome: TuneOutcome) -> Table:
+    pct = outcome.spec.sla.percentile
+    t = Table(title=f"Pareto set ({len(outcome.result.front)} of {len(outcome.records)} trials)")
+    shown = knobs.searched()
+    columns = ("trial", *(k.label for k in shown), f"TTFT P{pct} ms", f"TPOT P{pct} ms")
+    for col in (*columns, "tok/s/GPU"):
+        t.add_column(col, justify="right")
+    by_number = {r.number: r for r in outcome.records}
+    for n in outcome.result.front:
+        r = by_number[n]
+        c, m = r.config, r.metrics
+        assert c is not None and m is not None
+        values = c.model_dump(mode="json")
+        recommended = n == outcome.result.recommended
+        t.add_row(
+            f"{n}{' *' if recommended else ''}",
+            *(_cell(values[k.name]) for k in shown),
+            f"{m.ttft_ms.at(pct):.1f}",
+            f"{m.tpot_ms.at(pct):.2f}",
+            f"{m.output_tokens_per_s_per_gpu:,.0f}",
+            style="bold black on yellow" if recommended else None,
+        )
+    return t
+
+
+def print_outcome(outcome: TuneOutcome) -> None:
+    """The summary of a finished or rebuilt tune: capacity mode, or the fixed load's Pareto set."""
+    if outcome.result.mode == "capacity":
+        print_capacity_summary(outcome)
+        return
+    say(f"mode: fixed load ({_load_text(outcome.spec)})")
+    if outcome.result.front:
+        print_table(_pareto_table(outcome))
+    say(f"run folder: {outcome.run_dir}")
+    for name, path in sorted(outcome.files.items()):
+        say(f"  {name}: {path}")
+    number = require_recommendation(outcome)  # exits 3 with the closest misses when none
+    room = "" if outcome.result.headroom_met else " (meets the SLA without the headroom margin)"
+    say(f"recommended: trial {number}{room} (* in the table)", style="bold")
+    rec = next(r for r in outcome.records if r.number == number)
+    if line := speculation_line(rec):
+        say(f"  {line}")
+    vllm_sh = outcome.run_dir / "exports" / "vllm.sh"
+    if vllm_sh.exists():
+        say("vLLM: " + vllm_sh.read_text().split("exec ", 1)[-1].strip())

@@ -21,8 +21,9 @@ class _TrialLine:
     """One plain line per trial this worker finished (survives a pipe and a log file)."""
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        console.print(f"trial {trial.number} {trial.state.name.lower()}", highlight=False,
-                      soft_wrap=True)  # fmt: skip
+        console.print(
+            f"trial {trial.number} {trial.state.name.lower()}", highlight=False, soft_wrap=True
+        )
 
 
 @app.command()
@@ -52,7 +53,14 @@ def worker(
         raise InputError(f"--trials {trials}: must be at least 1")
     if grace_s < 2:
         raise InputError(f"--grace-s {grace_s}: must be at least 2 seconds")
-    outcome = work(storage, study, backend=backend, model_path=model_path, max_trials=trials,
-                   grace_s=grace_s, callbacks=[_TrialLine()])  # fmt: skip
+    outcome = work(
+        storage,
+        study,
+        backend=backend,
+        model_path=model_path,
+        max_trials=trials,
+        grace_s=grace_s,
+        callbacks=[_TrialLine()],
+    )
     # One line, whole, also in a pipe or a log file.
     console.print(outcome.summary(), markup=False, highlight=False, soft_wrap=True)

@@ -39,8 +39,12 @@ class _Forked:
 
     def __init__(self, storage_url: str, study_name: str, log: Path) -> None:
         context = multiprocessing.get_context("fork")
-        self.proc = context.Process(target=_work_in_fork, args=(storage_url, study_name, log),
-                                    name=f"tuner-worker-{log.stem}", daemon=False)  # fmt: skip
+        self.proc = context.Process(
+            target=_work_in_fork,
+            args=(storage_url, study_name, log),
+            name=f"tuner-worker-{log.stem}",
+            daemon=False,
+        )
         # The child's garbage collector then never walks (and so copies) the inherited objects.
         gc.freeze()
         try:
@@ -103,8 +107,8 @@ class LocalWorkers:
 
     def __init__(self, storage_url: str, study_name: str, count: int, log_dir: Path) -> None:
         self.storage_url, self.study_name = storage_url, study_name
-        self.command = [sys.executable, "-m", "tuner", "worker", "--storage", storage_url,
-                        "--study", study_name, "--until-done"]  # fmt: skip
+        worker = ["worker", "--storage", storage_url, "--study", study_name, "--until-done"]
+        self.command = [sys.executable, "-m", "tuner", *worker]
         self.count, self.log_dir = count, log_dir
         self.procs: list[tuple[_Worker, Path]] = []
         self.errors: list[str] = []
@@ -113,8 +117,9 @@ class LocalWorkers:
         if self.storage_url.startswith("journal:"):
             return _Forked(self.storage_url, self.study_name, log)
         with log.open("wb") as fh:
-            return subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=fh,
-                                    stderr=subprocess.STDOUT)  # fmt: skip
+            return subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT
+            )
 
     def __enter__(self) -> LocalWorkers:
         if self.count <= 0:

@@ -47,8 +47,20 @@ MAX_TRIALS = 100_000
 DEFAULT_NUM_GPUS = 8
 RUN_FILE = "run.yaml"
 # What a run is about: two specs that differ here are different runs and never share a folder.
-RUN_IDENTITY = ("model", "gpu", "sla", "workload", "space", "num_gpus", "drafts", "backend",
-                "backend_options", "mode", "capacity_load", "probe_budget")  # fmt: skip
+RUN_IDENTITY = (
+    "model",
+    "gpu",
+    "sla",
+    "workload",
+    "space",
+    "num_gpus",
+    "drafts",
+    "backend",
+    "backend_options",
+    "mode",
+    "capacity_load",
+    "probe_budget",
+)
 # What a variant's measured metrics depend on besides its engine knobs (the space does not).
 METRICS_INPUTS = tuple(f for f in RUN_IDENTITY if f != "space")
 
@@ -92,8 +104,13 @@ class RunSpec(BaseModel):
 
     def context(self) -> Context:
         """The backend context (draft resolved per trial by the evaluator)."""
-        return Context(model=self.model, gpu=self.gpu, sla=self.sla, workload=self.workload,
-                       num_gpus=self.num_gpus)  # fmt: skip
+        return Context(
+            model=self.model,
+            gpu=self.gpu,
+            sla=self.sla,
+            workload=self.workload,
+            num_gpus=self.num_gpus,
+        )
 
     @property
     def is_capacity(self) -> bool:

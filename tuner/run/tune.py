@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.backends import get_backend
+from tuner.backends import Backend, get_backend
 from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
 from tuner.run.folder import make_run_dir, write_outputs
 from tuner.run.jobs import LocalWorkers
@@ -35,6 +35,8 @@ __all__ = [
     "open_study",
     "rebuild",
     "require_recommendation",
+    "run_backend",
+    "run_evaluator",
     "storage_url",
     "tune",
 ]
@@ -94,14 +96,16 @@ def open_study(spec: RunSpec, run_dir: Path, *, create: bool) -> optuna.Study:
             return optuna.load_study(study_name=spec.study_name, storage=storage, sampler=sampler)
         except KeyError as exc:
             raise InputError(f"{run_dir}: no study {spec.study_name!r} in its storage") from exc
-    study = search.create_study(storage, spec.study_name, spec.sla, sampler,
-                                 capacity=spec.is_capacity)  # fmt: skip
+    study = search.create_study(
+        storage, spec.study_name, spec.sla, sampler, capacity=spec.is_capacity
+    )
     bind_spec(study, spec, url)  # refuses a study made for other inputs
     # The first process keeps --seed (a repeat proposes the same variants); joiners differ.
     number = claim_worker_number(study)
     if number:
-        study.sampler = search.make_sampler(spec.sampler, seed=spec.seed + number,
-                                            space=spec.space, ctx=spec.context())  # fmt: skip
+        study.sampler = search.make_sampler(
+            spec.sampler, seed=spec.seed + number, space=spec.space, ctx=spec.context()
+        )
     return study
 
 
@@ -145,8 +149,9 @@ def readable_study(where: Path) -> Iterator[None]:
     try:
         yield
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: the study's stored trials are corrupted ({exc.msg}); "
-                         "start a new run folder") from exc  # fmt: skip
+        raise InputError(
+            f"{where}: the study's stored trials are corrupted ({exc.msg}); start a new run folder"
+        ) from exc
 
 
 def _analyse_and_write(
@@ -175,8 +180,9 @@ def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
     if not (run_dir / RUN_FILE).exists():
         found = [name for name in STUDY_FILES if (run_dir / name).exists()]
         if found:
-            raise InputError(f"{run_dir}: holds a {found[0]} but no {RUN_FILE}; choose another "
-                             "--run-dir")  # fmt: skip
+            raise InputError(
+                f"{run_dir}: holds a {found[0]} but no {RUN_FILE}; choose another --run-dir"
+            )
         return
     earlier = load_run_spec(run_dir)
     differs = spec.differs_from(earlier)
@@ -192,22 +198,36 @@ def _finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
 
-def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, search.Evaluator]:
-    """Build the backend, write run.yaml, open the study: everything before the first trial."""
+def run_backend(spec: RunSpec, run_dir: Path) -> Backend:
+    """The run's backend, with a vLLM server's logs in RUN/vllm-logs."""
     options = dict(spec.backend_options)
     if spec.backend == "vllm":
         # Server logs belong with the run they explain, not in a temp folder.
         options.setdefault("run_dir", str(run_dir / "vllm-logs"))
-    backend = get_backend(spec.backend, **options)
+    return get_backend(spec.backend, **options)
+
+
+def run_evaluator(spec: RunSpec, backend: Backend) -> search.Evaluator:
+    """The evaluator of the run's trials on `backend` (a capacity search in capacity mode)."""
+    return search.Evaluator(
+        backend,
+        spec.context(),
+        spec.space,
+        spec.drafts,
+        metrics_key=spec.metrics_key(),
+        capacity=spec.capacity_load if spec.is_capacity else None,
+        budget=spec.probe_budget,
+    )
+
+
+def _start(spec: RunSpec, run_dir: Path, resume: bool) -> tuple[optuna.Study, search.Evaluator]:
+    """Build the backend, write run.yaml, open the study: everything before the first trial."""
+    backend = run_backend(spec, run_dir)
     make_run_dir(run_dir)
     study = open_study(spec, run_dir, create=True)  # before run.yaml: it may refuse the study
     if not resume:
         (run_dir / RUN_FILE).write_text(spec.to_yaml())
-    evaluator = search.Evaluator(
-        backend, spec.context(), spec.space, spec.drafts, metrics_key=spec.metrics_key(),
-        capacity=spec.capacity_load if spec.is_capacity else None, budget=spec.probe_budget,
-    )  # fmt: skip
-    return study, evaluator
+    return study, run_evaluator(spec, backend)
 
 
 def _search(
@@ -221,8 +241,13 @@ def _search(
     """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met."""
     url = storage_url(spec, run_dir)
     with LocalWorkers(url, spec.study_name, jobs - 1, run_dir / "workers") as workers:
-        run_trials(study, evaluator, budget=lambda: read_budget(study, spec.trials),
-                   timeout_s=spec.timeout_s, callbacks=callbacks or ())  # fmt: skip
+        run_trials(
+            study,
+            evaluator,
+            budget=lambda: read_budget(study, spec.trials),
+            timeout_s=spec.timeout_s,
+            callbacks=callbacks or (),
+        )
     return workers.errors
 
 

@@ -17,7 +17,7 @@ from tuner.errors import InputError
 from tuner.run.lock import run_folder_lock
 from tuner.run.shared import claim_worker_number, read_budget, spec_from_study
 from tuner.run.spec import RUN_FILE, RunSpec
-from tuner.run.tune import TuneOutcome, rebuild
+from tuner.run.tune import TuneOutcome, rebuild, run_evaluator
 from tuner.search import study as search
 from tuner.search.parallel import count_states, run_trials
 from tuner.search.storage import GRACE_S, make_storage, public_url
@@ -91,18 +91,22 @@ def work(
     options = _backend_options(spec, backend, model_path)
     number = claim_worker_number(study)
     seed = spec.seed + number  # workers sharing a study propose different variants
-    study.sampler = search.make_sampler(spec.sampler, seed=seed, space=spec.space,
-                                        ctx=spec.context())  # fmt: skip
-    evaluator = search.Evaluator(
-        get_backend(spec.backend, **options), spec.context(), spec.space, spec.drafts,
-        metrics_key=spec.metrics_key(),
-        capacity=spec.capacity_load if spec.is_capacity else None, budget=spec.probe_budget,
-    )  # fmt: skip
-    ran = run_trials(study, evaluator, budget=lambda: read_budget(study, spec.trials),
-                     max_trials=max_trials, callbacks=callbacks or (), grace_s=grace_s)  # fmt: skip
+    study.sampler = search.make_sampler(
+        spec.sampler, seed=seed, space=spec.space, ctx=spec.context()
+    )
+    evaluator = run_evaluator(spec, get_backend(spec.backend, **options))
+    ran = run_trials(
+        study,
+        evaluator,
+        budget=lambda: read_budget(study, spec.trials),
+        max_trials=max_trials,
+        callbacks=callbacks or (),
+        grace_s=grace_s,
+    )
     finished = count_states(study).finished
-    return WorkerOutcome(spec, number, seed, ran, evaluator.evaluations, finished,
-                         time.perf_counter() - started)  # fmt: skip
+    return WorkerOutcome(
+        spec, number, seed, ran, evaluator.evaluations, finished, time.perf_counter() - started
+    )
 
 
 def rebuild_from_storage(storage_url: str, study_name: str, run_dir: Path | None) -> TuneOutcome:

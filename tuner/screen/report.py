@@ -1,4 +1,4 @@
-"""The report of a multi-fidelity tune: the measured recommendation, the confirmed variants'
+"""The report of a screened tune: the measured recommendation, the confirmed variants'
 table, and parity charts of predicted against measured (capacity, TTFT, TPOT) with the y = x
 line. Self-contained like the tune report (plotly.js embedded); the screen's own report is
 RUN/screen/report.html."""
@@ -8,26 +8,17 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from tuner.run.confirm import ConfirmedVariant
 from tuner.run.html_page import ONERROR_JS, plot_divs, plot_script
+from tuner.screen.variant import ConfirmedVariant
 
 __all__ = ["parity_figures", "render_confirm_html"]
 
-# Measured (x) against predicted (y) per quantity: (figure id, title, Side field, axis unit).
-_PARITY = (
-    ("parity-capacity", "Capacity: predicted vs measured", "capacity_tok_s_per_gpu",
-     "output tok/s per GPU at the SLA"),
-    ("parity-latency", "Latency at the compared load: predicted vs measured", None, "ms"),
-)  # fmt: skip
 _COLORS = {"baseline": "#d62728", "candidate": "#1f77b4"}
+# One point of a parity chart: the variant, its measured (x) and its predicted (y) value.
+Pair = tuple[ConfirmedVariant, float, float]
 
 
-def _label(v: ConfirmedVariant) -> str:
-    return "engine defaults" if v.role == "baseline" else f"rank {v.predicted_rank}"
-
-
-def _pairs(variants: list[ConfirmedVariant], field: str) -> list[tuple[ConfirmedVariant, float,
-                                                                          float]]:  # fmt: skip
+def _pairs(variants: list[ConfirmedVariant], field: str) -> list[Pair]:
     out = []
     for v in variants:
         if v.predicted is None or v.measured is None:
@@ -38,16 +29,18 @@ def _pairs(variants: list[ConfirmedVariant], field: str) -> list[tuple[Confirmed
     return out
 
 
-def _trace(name: str, pairs: list[tuple[ConfirmedVariant, float, float]], symbol: str
-           ) -> dict[str, Any]:  # fmt: skip
+def _trace(name: str, pairs: list[Pair], symbol: str) -> dict[str, Any]:
     return {
-        "type": "scatter", "mode": "markers+text", "name": name,
-        "x": [m for _, m, _ in pairs], "y": [p for _, _, p in pairs],
-        "text": [_label(v) for v, _, _ in pairs], "textposition": "top center",
-        "marker": {"size": 12, "symbol": symbol,
-                   "color": [_COLORS[v.role] for v, _, _ in pairs]},
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": name,
+        "x": [m for _, m, _ in pairs],
+        "y": [p for _, _, p in pairs],
+        "text": [v.label for v, _, _ in pairs],
+        "textposition": "top center",
+        "marker": {"size": 12, "symbol": symbol, "color": [_COLORS[v.role] for v, _, _ in pairs]},
         "hovertemplate": "%{text}<br>measured %{x:.4g}<br>predicted %{y:.4g}<extra></extra>",
-    }  # fmt: skip
+    }
 
 
 def _parity(title: str, traces: list[dict[str, Any]], unit: str, log: bool) -> dict[str, Any]:
@@ -64,23 +57,33 @@ def _parity(title: str, traces: list[dict[str, Any]], unit: str, log: bool) -> d
         "hoverinfo": "skip",
     }
     axis = {"type": "log" if log else "linear"}
-    return {
-        "data": [diagonal, *traces],
-        "layout": {"title": {"text": title}, "height": 440,
-                   "xaxis": {**axis, "title": {"text": f"measured ({unit})"}},
-                   "yaxis": {**axis, "title": {"text": f"predicted ({unit})"}}},
-    }  # fmt: skip
+    layout = {
+        "title": {"text": title},
+        "height": 440,
+        "xaxis": {**axis, "title": {"text": f"measured ({unit})"}},
+        "yaxis": {**axis, "title": {"text": f"predicted ({unit})"}},
+    }
+    return {"data": [diagonal, *traces], "layout": layout}
 
 
 def parity_figures(variants: list[ConfirmedVariant], pct: int) -> dict[str, dict[str, Any]]:
     """Figure id -> Plotly figure dict: capacity parity, and TTFT/TPOT parity (log axes)."""
-    cap = _pairs(variants, "capacity_tok_s_per_gpu")
-    figs = {_PARITY[0][0]: _parity(_PARITY[0][1], [_trace("capacity", cap, "circle")],
-                                   _PARITY[0][3], log=False)}  # fmt: skip
-    latency = [_trace(f"TTFT P{pct}", _pairs(variants, "ttft_ms"), "circle"),
-               _trace(f"TPOT P{pct}", _pairs(variants, "tpot_ms"), "diamond")]  # fmt: skip
-    figs[_PARITY[1][0]] = _parity(_PARITY[1][1], latency, _PARITY[1][3], log=True)
-    return figs
+    capacity = [_trace("capacity", _pairs(variants, "capacity_tok_s_per_gpu"), "circle")]
+    latency = [
+        _trace(f"TTFT P{pct}", _pairs(variants, "ttft_ms"), "circle"),
+        _trace(f"TPOT P{pct}", _pairs(variants, "tpot_ms"), "diamond"),
+    ]
+    return {
+        "parity-capacity": _parity(
+            "Capacity: predicted vs measured",
+            capacity,
+            "output tok/s per GPU at the SLA",
+            log=False,
+        ),
+        "parity-latency": _parity(
+            "Latency at the compared load: predicted vs measured", latency, "ms", log=True
+        ),
+    }
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -104,9 +107,12 @@ th{background:#f3f3f3} tr.recommended td{background:#fff3b0;font-weight:bold}
 
 
 def render_confirm_html(
-    title: str, lines: list[str], rows: list[dict[str, Any]], figs: dict[str, dict[str, Any]],
+    title: str,
+    lines: list[str],
+    rows: list[dict[str, Any]],
+    figs: dict[str, dict[str, Any]],
     ok: bool,
-) -> str:  # fmt: skip
+) -> str:
     """The self-contained page: summary lines, the confirmed variants' table, parity charts."""
     from plotly.offline import get_plotlyjs
 

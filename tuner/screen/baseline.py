@@ -1,4 +1,4 @@
-"""The engine's default configuration: the baseline a multi-fidelity tune measures its
+"""The engine's default configuration: the baseline a screened tune measures its
 recommendation against ("+X% capacity over the engine defaults")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The files of a multi-fidelity tune: confirm.csv (predicted vs measured per confirmed variant),
+"""The files of a screened tune: confirm.csv (predicted vs measured per confirmed variant),
 confirm.yaml (every input and result), best.yaml and exports/ from the measured recommendation."""
 
 from __future__ import annotations
@@ -11,22 +11,27 @@ from typing import Any
 import yaml
 
 from tuner.run.capacity_out import capacity_block
-from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
 from tuner.run.folder import write_exports
 from tuner.run.spec import RunSpec
+from tuner.screen.options import ScreenOptions
+from tuner.screen.variant import ConfirmedVariant
 from tuner.search.trials import KNOBS
 
-__all__ = ["CONFIRM_RULE", "confirm_rows", "write_best_measured", "write_confirm_csv",
-           "write_confirm_yaml"]  # fmt: skip
+__all__ = [
+    "CONFIRM_RULE",
+    "confirm_rows",
+    "write_best_measured",
+    "write_confirm_csv",
+    "write_confirm_yaml",
+]
 
 CONFIRM_RULE = (
     "Only measured variants are recommended: the highest measured capacity (output tokens/s per "
     "GPU at the highest load meeting every SLA bound), ties to lower TPOT. The simulator only "
     "chose which variants to measure."
 )
-# predicted/measured pairs of confirm.csv: (column stem, Side field)
-_PAIRS = (("capacity_load", "capacity_load"), ("capacity_rps_per_gpu", "capacity_rps_per_gpu"),
-          ("capacity_tok_s_per_gpu", "capacity_tok_s_per_gpu"))  # fmt: skip
+# The Side fields confirm.csv holds as predicted_<field> / measured_<field> pairs.
+_PAIRS = ("capacity_load", "capacity_rps_per_gpu", "capacity_tok_s_per_gpu")
 
 
 def _round(x: float | None, digits: int = 4) -> float | str:
@@ -43,14 +48,18 @@ def confirm_rows(
         cfg = v.config.model_dump(mode="json")
         p, m = v.predicted, v.measured
         row: dict[str, Any] = {
-            "role": v.role, "predicted_rank": v.predicted_rank or "",
+            "role": v.role,
+            "predicted_rank": v.predicted_rank or "",
             "screen_trial": "" if v.screen_trial is None else v.screen_trial,
-            **{k: cfg[k] for k in KNOBS}, "status": v.status, "meets_sla": v.meets_sla,
-            "recommended": v is recommended, "load_mode": spec.capacity_load,
-        }  # fmt: skip
-        for stem, field in _PAIRS:
-            row[f"predicted_{stem}"] = _round(getattr(p, field) if p else None)
-            row[f"measured_{stem}"] = _round(getattr(m, field) if m else None)
+            **{k: cfg[k] for k in KNOBS},
+            "status": v.status,
+            "meets_sla": v.meets_sla,
+            "recommended": v is recommended,
+            "load_mode": spec.capacity_load,
+        }
+        for field in _PAIRS:
+            row[f"predicted_{field}"] = _round(getattr(p, field) if p else None)
+            row[f"measured_{field}"] = _round(getattr(m, field) if m else None)
         row["capacity_rel_error"] = _round(v.rel_error("capacity_tok_s_per_gpu"))
         row["compared_load"] = _round(v.compared_load)
         for name in ("ttft", "tpot"):
@@ -78,9 +87,14 @@ def write_confirm_csv(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def write_confirm_yaml(
-    path: Path, spec: RunSpec, options: ConfirmOptions, baseline_source: str,
-    variants: list[ConfirmedVariant], passed_over: list[str], gain: float | None,
-) -> None:  # fmt: skip
+    path: Path,
+    spec: RunSpec,
+    options: ScreenOptions,
+    baseline_source: str,
+    variants: list[ConfirmedVariant],
+    passed_over: list[str],
+    gain: float | None,
+) -> None:
     """confirm.yaml: the run's inputs, the options, and every confirmed variant in full."""
     data = {
         "options": options.model_dump(mode="json"),
@@ -90,28 +104,40 @@ def write_confirm_yaml(
         "variants": [v.model_dump(mode="json") for v in variants],
         "spec": spec.model_dump(mode="json"),
     }
-    path.write_text("# tuner tune --screen: measured confirmation\n"
-                    + yaml.safe_dump(data, sort_keys=False))  # fmt: skip
+    header = "# tuner tune --screen: the screened tune's measurements\n"
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False))
 
 
 def _summary(v: ConfirmedVariant, pct: int) -> dict[str, Any]:
     m = v.measured
     return {
-        "role": v.role, "predicted_rank": v.predicted_rank, "screen_trial": v.screen_trial,
-        "status": v.status, "meets_sla": v.meets_sla, "config": v.config.model_dump(mode="json"),
+        "role": v.role,
+        "predicted_rank": v.predicted_rank,
+        "screen_trial": v.screen_trial,
+        "status": v.status,
+        "meets_sla": v.meets_sla,
+        "config": v.config.model_dump(mode="json"),
         "capacity_tok_s_per_gpu": m.capacity_tok_s_per_gpu if m else None,
-        f"ttft_p{pct}_ms": m.ttft_ms if m else None, f"tpot_p{pct}_ms": m.tpot_ms if m else None,
-    }  # fmt: skip
+        f"ttft_p{pct}_ms": m.ttft_ms if m else None,
+        f"tpot_p{pct}_ms": m.tpot_ms if m else None,
+    }
 
 
 def write_best_measured(
-    spec: RunSpec, recommended: ConfirmedVariant | None, baseline: ConfirmedVariant,
-    gain: float | None, run_dir: Path,
-) -> dict[str, Path]:  # fmt: skip
+    spec: RunSpec,
+    recommended: ConfirmedVariant | None,
+    baseline: ConfirmedVariant,
+    gain: float | None,
+    run_dir: Path,
+) -> dict[str, Path]:
     """best.yaml (and exports/ when something met the SLA) from the measured recommendation."""
     pct = spec.sla.percentile
-    data: dict[str, Any] = {"sla": spec.sla.model_dump(mode="json"), "rule": CONFIRM_RULE,
-                            "mode": "confirmed", "recommended": None}  # fmt: skip
+    data: dict[str, Any] = {
+        "sla": spec.sla.model_dump(mode="json"),
+        "rule": CONFIRM_RULE,
+        "mode": "confirmed",
+        "recommended": None,
+    }
     files = {"best.yaml": run_dir / "best.yaml"}
     if recommended is not None:
         rec = _summary(recommended, pct)

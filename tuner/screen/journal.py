@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tuner import catalog
 from tuner.errors import InputError
-from tuner.run.confirm import ConfirmedVariant, ConfirmOptions, config_key
-from tuner.run.spec import RUN_FILE, RunSpec
+from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
+from tuner.screen.options import ScreenOptions, resumed_options
+from tuner.screen.variant import ConfirmedVariant, config_key
 
 __all__ = [
     "JOURNAL_FILE",
@@ -26,6 +27,7 @@ __all__ = [
     "SCREEN_DIR",
     "ScreenedRun",
     "append_measured",
+    "load_resumed",
     "load_screened_run",
     "read_measured",
     "restore_measured",
@@ -39,15 +41,15 @@ JOURNAL_FILE = "confirm.jsonl"
 
 
 class ScreenedRun(BaseModel):
-    """The inputs of a screened run: the measured run's spec and the screen/confirm options."""
+    """The inputs of a screened run: the measured run's spec and the screened tune's options."""
 
     model_config = ConfigDict(extra="forbid")
 
     spec: RunSpec
-    options: ConfirmOptions
+    options: ScreenOptions
 
 
-def write_screened_run(run_dir: Path, spec: RunSpec, options: ConfirmOptions) -> None:
+def write_screened_run(run_dir: Path, spec: RunSpec, options: ScreenOptions) -> None:
     """Record the run's inputs before any work, for `tune --resume`."""
     doc = ScreenedRun(spec=spec, options=options).model_dump(mode="json")
     (run_dir / SCREENED_RUN_FILE).write_text(
@@ -69,13 +71,32 @@ def load_screened_run(run_dir: Path) -> ScreenedRun | None:
     file = run_dir / SCREENED_RUN_FILE
     if not file.is_file():
         if screen_of(run_dir) is not None:
-            raise InputError(f"{run_dir} is a --screen run written before screened runs recorded "
-                             f"their inputs ({SCREENED_RUN_FILE}): it cannot be resumed; "
-                             f"`tuner report {run_dir}` rebuilds its screen")  # fmt: skip
+            raise InputError(
+                f"{run_dir} is a --screen run written before screened runs recorded their inputs "
+                f"({SCREENED_RUN_FILE}): it cannot be resumed; `tuner report {run_dir}` rebuilds "
+                "its screen"
+            )
         return None
     run = catalog.load_yaml_model(file, ScreenedRun)
     run.spec.check()
     return run
+
+
+def load_resumed(
+    run_dir: Path, given: ScreenOptions | None
+) -> tuple[RunSpec, ScreenOptions | None]:
+    """The spec of the run folder to resume, and its screen options if it is a screened run
+    (`given`, the screen flags of this command, on top)."""
+    screened = load_screened_run(run_dir)
+    if screened is not None:
+        return screened.spec, resumed_options(screened.options, given)
+    if given is not None:
+        flags = ", ".join("--" + k.replace("_", "-") for k in sorted(given.model_fields_set))
+        raise InputError(
+            f"{flags}: {run_dir} is not a screened run (--screen sim); these flags only change a "
+            "screened run on --resume"
+        )
+    return load_run_spec(run_dir), None
 
 
 def append_measured(run_dir: Path, variant: ConfirmedVariant) -> None:
@@ -99,8 +120,8 @@ def read_measured(run_dir: Path) -> dict[str, ConfirmedVariant]:
         except ValidationError as exc:
             if number == len(lines):
                 break
-            raise InputError(f"{file}:{number}: not a measured variant ({exc.errors()[0]['msg']})"
-                             ) from None  # fmt: skip
+            why = exc.errors()[0]["msg"]
+            raise InputError(f"{file}:{number}: not a measured variant ({why})") from None
         done[config_key(variant.config)] = variant
     return done
 
@@ -120,8 +141,12 @@ def restore_measured(
         if old is None:
             out.append(v)
             continue
-        keep = {"role": v.role, "predicted_rank": v.predicted_rank,
-                "screen_trial": v.screen_trial, "restored": True}  # fmt: skip
+        keep = {
+            "role": v.role,
+            "predicted_rank": v.predicted_rank,
+            "screen_trial": v.screen_trial,
+            "restored": True,
+        }
         out.append(old.model_copy(update=keep))
     picked = {config_key(v.config) for v in variants}
     for key, old in done.items():

@@ -1,4 +1,4 @@
-"""`tune --screen sim --confirm K --refit`: the confirmed measurements fed back into the device
+"""`tune --screen sim --confirm K --refit`: a screened tune's measurements fed back into the device
 profile. Each measured variant is one observation (its variant, the workload at the load it was
 measured at, the measured Metrics); `tuner.calibrate.refit.refit_profile` refits the efficiency
 constants, and the refitted profile is written to RUN/device.yaml for the next `--gpu`."""
@@ -14,8 +14,8 @@ from tuner.backends.sim import SimBackend
 from tuner.calibrate.profile import write_profile
 from tuner.calibrate.refit import REQUEST_QUANTITIES, Observation, refit_profile
 from tuner.perf.capacity import workload_at
-from tuner.run.confirm import ConfirmedVariant
 from tuner.run.spec import RunSpec
+from tuner.screen.variant import ConfirmedVariant
 from tuner.specs import SLA, Context, GPUProfile
 
 __all__ = ["DEVICE_FILE", "RefitReport", "observations", "refit_device"]
@@ -35,9 +35,11 @@ class RefitReport(BaseModel):
 
     def moved(self) -> str:
         """How the simulator's error moved, e.g. 'TTFT P50 281% -> 12%, TPOT P50 80% -> 9%'."""
-        return ", ".join(f"{name.upper()} P50 {self.before[name]:.0%} -> "
-                         f"{self.after.get(name, float('nan')):.0%}"
-                         for name in self.before)  # fmt: skip
+        after = {name: self.after.get(name, float("nan")) for name in self.before}
+        return ", ".join(
+            f"{name.upper()} P50 {before:.0%} -> {after[name]:.0%}"
+            for name, before in self.before.items()
+        )
 
 
 def observations(variants: list[ConfirmedVariant], spec: RunSpec) -> list[Observation]:
@@ -73,5 +75,9 @@ def refit_device(variants: list[ConfirmedVariant], spec: RunSpec, run_dir: Path)
     refitted = refit_profile(spec.gpu, spec.model, obs)
     path = run_dir / DEVICE_FILE
     write_profile(refitted, path)
-    return RefitReport(path=path, observations=len(obs), before=_median_errors(spec.gpu, spec, obs),
-                       after=_median_errors(refitted, spec, obs))  # fmt: skip
+    return RefitReport(
+        path=path,
+        observations=len(obs),
+        before=_median_errors(spec.gpu, spec, obs),
+        after=_median_errors(refitted, spec, obs),
+    )
