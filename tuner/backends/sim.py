@@ -67,8 +67,9 @@ class SimBackend(CheckedBackend):
         except _FAILURES as exc:
             return self._failure(exc)
 
-    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
-                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+    def _capacity(
+        self, config: EngineConfig, ctx: Context, mode: LoadMode, budget: ProbeBudget | None
+    ) -> tuple[Capacity, Metrics]:
         """The simulator's capacity search of `config` (it knows the saturated rate)."""
         try:
             ctx = self._resolve(config, ctx)

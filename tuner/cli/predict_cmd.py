@@ -166,9 +166,13 @@ def _table(m: Metrics, title: str) -> Table:
     for col in ("mean", "P50", "P90", "P95", "P99", *(("band",) if banded else ())):
         t.add_column(col, justify="right")
     # ITL is the decode step the TPOT band describes; the queue time has no validation rows.
-    for label, p, q in (("TTFT", m.ttft_ms, "ttft"), ("TPOT", m.tpot_ms, "tpot"),
-                        ("ITL", m.itl_ms, "tpot"), ("E2E", m.e2e_ms, "e2e"),
-                        ("queue", m.queue_ms, "")):  # fmt: skip
+    for label, p, q in (
+        ("TTFT", m.ttft_ms, "ttft"),
+        ("TPOT", m.tpot_ms, "tpot"),
+        ("ITL", m.itl_ms, "tpot"),
+        ("E2E", m.e2e_ms, "e2e"),
+        ("queue", m.queue_ms, ""),
+    ):
         band = (_pm(m, q).strip() or "-",) if banded else ()
         t.add_row(label, *(f"{v:.2f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)), *band)
     return t
@@ -192,8 +196,10 @@ def _summary_lines(m: Metrics) -> list[str]:
             f"{_pm(m, 'capacity')}"
         )
     if m.extra.get("band_source"):
-        lines.append(f"band: {m.extra['band_source']}; a measurement lies within +- band of the "
-                     "prediction about 9 times in 10")  # fmt: skip
+        lines.append(
+            f"band: {m.extra['band_source']}; a measurement lies within +- band of the "
+            "prediction about 9 times in 10"
+        )
     return lines
 
 
@@ -229,10 +235,20 @@ def predict(
         profile, note = local_gpu_profile(backend)
         print_note(note)
     config, ctx = build_request(
-        model=model, gpu=profile, knob_flags=knob_flags, acceptance=acceptance,
-        prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl, concurrency=concurrency, rate=rate,
-        num_requests=num_requests, sla=sla, warmup=warmup, lengths=lengths,
-    )  # fmt: skip
+        model=model,
+        gpu=profile,
+        knob_flags=knob_flags,
+        acceptance=acceptance,
+        prefix_cache_hit=prefix_cache_hit,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        rate=rate,
+        num_requests=num_requests,
+        sla=sla,
+        warmup=warmup,
+        lengths=lengths,
+    )
     options: dict[str, Any] = {}
     if backend == "sim":
         options["capacity"] = True

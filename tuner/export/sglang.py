@@ -98,7 +98,7 @@ VERSIONS: dict[str, SGLangOptions] = {
             Quantization.fp8_block: _Q("bfloat16", "quantization", "fp8", _FP8_BLOCK),
             Quantization.nvfp4: _Q("bfloat16", "quantization", "modelopt_fp4", _NVFP4),
             Quantization.mxfp4: _Q("bfloat16", "quantization", "mxfp4", _MXFP4),
-        },  # fmt: skip
+        },
         rows=ROWS["sglang"]["0.5"],
         ngram="NGRAM",
         draft_model="STANDALONE",
@@ -116,8 +116,10 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
     engine = f"SGLang {version}"
     check_rows(opts.rows, config, engine)
     if config.num_speculative_tokens and config.draft_model and layout(config).dp > 1:
-        raise InputError(f"{engine} runs no speculative decoding (NGRAM or STANDALONE) with DP "
-                         "attention (server_args.py _handle_speculative_decoding)")  # fmt: skip
+        raise InputError(
+            f"{engine} runs no speculative decoding (NGRAM or STANDALONE) with DP "
+            "attention (server_args.py _handle_speculative_decoding)"
+        )
     quant = opts.quantization[config.quantization]
     args = [f["model"], model, f["dtype"], quant.dtype]
     if quant.option is not None and quant.value is not None:
@@ -126,15 +128,26 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
     k = config.num_speculative_tokens
     if k and config.draft_model == "ngram":
         # SGLang counts the verified (bonus) token in num_draft_tokens: chain of k -> k + 1.
-        args += [f["speculative_algorithm"], opts.ngram,
-                 f["speculative_num_draft_tokens"], str(k + 1),
-                 f["disable_overlap_schedule"]]  # fmt: skip
+        args += [
+            f["speculative_algorithm"],
+            opts.ngram,
+            f["speculative_num_draft_tokens"],
+            str(k + 1),
+            f["disable_overlap_schedule"],
+        ]
     elif k and config.draft_model:
-        args += [f["speculative_algorithm"], opts.draft_model,
-                 f["speculative_draft_model_path"], draft_source(config.draft_model),
-                 f["speculative_num_steps"], str(k),
-                 f["speculative_eagle_topk"], "1",
-                 f["speculative_num_draft_tokens"], str(k + 1)]  # fmt: skip
+        args += [
+            f["speculative_algorithm"],
+            opts.draft_model,
+            f["speculative_draft_model_path"],
+            draft_source(config.draft_model),
+            f["speculative_num_steps"],
+            str(k),
+            f["speculative_eagle_topk"],
+            "1",
+            f["speculative_num_draft_tokens"],
+            str(k + 1),
+        ]
     allowed = set(f.values()) | row_options(opts.rows)
     stray = [a for a in args if a.startswith("--") and a not in allowed]
     if stray:
@@ -153,8 +166,9 @@ def export(
     quant = VERSIONS[version].quantization[config.quantization]
     notes = []
     if quant.checkpoint:
-        notes.append(f"{config.quantization.value} needs {quant.checkpoint}; pass it as "
-                     "--model-path.")  # fmt: skip
+        notes.append(
+            f"{config.quantization.value} needs {quant.checkpoint}; pass it as --model-path."
+        )
     if config.quantization is Quantization.int8_wo:
         notes.append("int8-wo quantizes at load time through torchao (pip install torchao).")
     notes += _layout_notes(config)
@@ -171,7 +185,7 @@ def export(
         files={
             "sglang.sh": f"#!/bin/sh\n# SGLang {version} ({VERSIONS[version].source})\n"
             f"exec {command}\n"
-        },  # fmt: skip
+        },
         notes=notes,
     )
 

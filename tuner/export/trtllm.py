@@ -127,9 +127,14 @@ def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> li
     opts = _options(version)
     _check_supported(config, opts, version)
     c = opts.cli
-    args = [model, c["backend"], "pytorch",
-            *row_args(opts.cli_rows, config, f"TensorRT-LLM {version}"),
-            c["extra_options"], EXTRA_FILE]  # fmt: skip
+    args = [
+        model,
+        c["backend"],
+        "pytorch",
+        *row_args(opts.cli_rows, config, f"TensorRT-LLM {version}"),
+        c["extra_options"],
+        EXTRA_FILE,
+    ]
     stray = [
         a
         for a in args
@@ -177,8 +182,10 @@ def export(
     """trtllm-serve command, its extra options YAML, and caveats (refuses an AMD `gpu`)."""
     opts = _options(version)
     if gpu is not None and gpu.vendor != "nvidia":
-        raise InputError(f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
-                         "is AMD: use vLLM or SGLang on ROCm")  # fmt: skip
+        raise InputError(
+            f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
+            "is AMD: use vLLM or SGLang on ROCm"
+        )
     if refusal := native_fp4_refusal(f"TensorRT-LLM {version}", config.quantization, gpu):
         raise InputError(refusal)
     args = serve_args(config, model, version=version)
@@ -186,8 +193,10 @@ def export(
     extra = extra_options(config, metrics=metrics, version=version)
     notes = []
     if config.quantization in opts.checkpoint:
-        notes.append(f"{config.quantization.value} needs {opts.checkpoint[config.quantization]}; "
-                     "serve that checkpoint instead of the original model.")  # fmt: skip
+        notes.append(
+            f"{config.quantization.value} needs {opts.checkpoint[config.quantization]}; "
+            "serve that checkpoint instead of the original model."
+        )
     notes += _layout_notes(config)
     return EngineExport(
         engine="trtllm",

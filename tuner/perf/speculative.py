@@ -137,10 +137,14 @@ def acceptance_for(
     curve = measured_curve(draft_model, calibration)
     if curve is not None:
         shown = ", ".join(f"{a:.2f}" for a in curve.per_position)
-        text = (f"acceptance measured on {curve.prompts} with draft {curve.draft} "
-                f"(per position {shown})")  # fmt: skip
+        text = (
+            f"acceptance measured on {curve.prompts} with draft {curve.draft} "
+            f"(per position {shown})"
+        )
         return AcceptanceChoice(curve.per_position[0], curve, text)
     default = DEFAULT_NGRAM_ACCEPTANCE if ngram else DEFAULT_ACCEPTANCE
-    text = (f"assumes acceptance {default:.2f} per token (default, not measured; measure with "
-            "`tuner acceptance`)")  # fmt: skip
+    text = (
+        f"assumes acceptance {default:.2f} per token (default, not measured; measure with "
+        "`tuner acceptance`)"
+    )
     return AcceptanceChoice(default, None, text)
