@@ -35,6 +35,7 @@ __all__ = [
     "IntKnob",
     "IntRange",
     "KVDtype",
+    "NGRAM",
     "Metrics",
     "ModelSpec",
     "Percentiles",
@@ -43,6 +44,8 @@ __all__ = [
     "SearchSpace",
     "Workload",
     "bytes_per_weight",
+    "draft_to_load",
+    "is_model_draft",
 ]
 
 
@@ -168,6 +171,22 @@ class SLA(_Strict):
 
 
 # ----------------------------------------------------------------------------- workload
+
+
+# The draft that needs no model: prompt lookup (vLLM's `method: ngram`); any other draft_model
+# value names a catalog model (or a local path) the speculating variant loads.
+NGRAM = "ngram"
+
+
+def is_model_draft(draft_model: str | None) -> bool:
+    """Whether a draft_model value names a model to load (not None, not n-gram lookup)."""
+    return bool(draft_model) and draft_model != NGRAM
+
+
+def draft_to_load(config: EngineConfig) -> str | None:
+    """The draft model a variant speculates with, or None (no speculation or n-gram lookup)."""
+    draft = config.draft_model
+    return draft if config.num_speculative_tokens and is_model_draft(draft) else None
 
 
 # Assumed speculative acceptance per token when neither the workload nor a calibration says.

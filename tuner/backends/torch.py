@@ -16,7 +16,7 @@ from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.perf.precision import DRAFT_QUANTIZATION
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
+from tuner.specs import NGRAM, Context, EngineConfig, Metrics, ModelSpec, Workload, is_model_draft
 
 __all__ = ["TorchBackend"]
 
@@ -261,7 +261,7 @@ class TorchBackend(CheckedBackend):
         from tuner.engine.quantize import quantize_model
 
         k = config.num_speculative_tokens
-        if not k or config.draft_model == "ngram":
+        if not k or not is_model_draft(config.draft_model):
             return None
         draft = self._build_draft(config, ctx, device)
         paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
@@ -296,12 +296,6 @@ class TorchBackend(CheckedBackend):
                 backend=self.name,
                 weights_gib=weight_bytes / _GIB,
             )
-        if not config.enable_chunked_prefill and max_len > config.max_num_batched_tokens:
-            return Metrics.infeasible(
-                f"chunked prefill is off and prompts up to {int(plan.input_tokens.max())} tokens "
-                f"exceed max_num_batched_tokens={config.max_num_batched_tokens}",
-                backend=self.name,
-            )
         return min(budget_blocks, per_seq_blocks * config.max_num_seqs), weight_bytes
 
     def _engine(
@@ -315,7 +309,7 @@ class TorchBackend(CheckedBackend):
             model,
             limits_for(config, num_blocks),
             draft=draft,
-            ngram_draft=bool(k) and config.draft_model == "ngram",
+            ngram_draft=bool(k) and config.draft_model == NGRAM,
             num_speculative_tokens=k,
             temperature=self.temperature,
             seed=self.seed,

@@ -27,7 +27,7 @@ from tuner.export.bundle import (
     shell_join,
 )
 from tuner.export.tables import ROWS, Row, check_rows, fp8_anywhere, layout, row_args, row_options
-from tuner.specs import EngineConfig, GPUProfile, Quantization
+from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "SGLangOptions", "export", "launch_args"]
 
@@ -126,7 +126,7 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
         args += [f[quant.option], quant.value]
     args += row_args(opts.rows, config, engine)
     k = config.num_speculative_tokens
-    if k and config.draft_model == "ngram":
+    if k and config.draft_model == NGRAM:
         # SGLang counts the verified (bonus) token in num_draft_tokens: chain of k -> k + 1.
         args += [
             f["speculative_algorithm"],
@@ -172,6 +172,14 @@ def export(
     if config.quantization is Quantization.int8_wo:
         notes.append("int8-wo quantizes at load time through torchao (pip install torchao).")
     notes += _layout_notes(config)
+    if not config.enable_chunked_prefill:
+        # SGLang's PrefillAdder always admits the first prompt of a prefill batch, so it starts
+        # and serves what vLLM's stricter rule (tuner.validity.unchunked_reason) admits.
+        notes.append(
+            "chunked prefill is off (--chunked-prefill-size -1): SGLang prefills each prompt "
+            f"whole and runs one longer than --max-prefill-tokens "
+            f"{config.max_num_batched_tokens} alone in its prefill batch."
+        )
     amd = amd_fp8_note("SGLang", gpu) if fp8_anywhere(config) else None
     notes += [amd] if amd else []
     notes.append(

@@ -34,7 +34,7 @@ from tuner.export.tables import (
     row_options,
     row_tree,
 )
-from tuner.specs import EngineConfig, GPUProfile, Metrics, Quantization
+from tuner.specs import NGRAM, EngineConfig, GPUProfile, Metrics, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "TRTLLMOptions", "export", "extra_options", "serve_args"]
 
@@ -160,7 +160,7 @@ def extra_options(
         # simulated capacity reproduces the simulated point (the smaller limit wins).
         put(tree, k["kv_max_tokens"], metrics.kv_capacity_tokens)
     n = config.num_speculative_tokens
-    if n and config.draft_model == "ngram":
+    if n and config.draft_model == NGRAM:
         put(tree, k["spec_type"], "NGram")
         put(tree, k["spec_len"], n)
         put(tree, k["spec_ngram"], NGRAM_MAX_MATCHING_SIZE)
@@ -198,6 +198,13 @@ def export(
             "serve that checkpoint instead of the original model."
         )
     notes += _layout_notes(config)
+    if not config.enable_chunked_prefill:
+        # TensorRT-LLM checks each request, not its startup (llmapi/llm.py _check_arguments);
+        # tuner.validity's rule (the whole request fits one step) is the stricter one.
+        notes.append(
+            "enable_chunked_prefill is false: TensorRT-LLM rejects a request whose prompt "
+            f"exceeds --max_num_tokens {config.max_num_batched_tokens}."
+        )
     return EngineExport(
         engine="trtllm",
         version=version,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tuner.calibration_schema import AcceptanceCurve, Calibration
 from tuner.perf.costs import StepCostModel
-from tuner.specs import DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, Workload
+from tuner.specs import DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, NGRAM, Workload
 
 __all__ = [
     "NGRAM",
@@ -31,9 +31,6 @@ __all__ = [
     "measured_curve",
     "step_coeffs",
 ]
-
-# Draft-model name of the prompt-lookup proposer (no model weights, vLLM `method: ngram`).
-NGRAM = "ngram"
 
 
 def expected_tokens_per_step(acceptance: float, num_spec_tokens: int) -> float:

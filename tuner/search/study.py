@@ -44,6 +44,7 @@ from tuner.specs import (
     Metrics,
     ModelSpec,
     SearchSpace,
+    is_model_draft,
 )
 from tuner.validity import allowed_values, config_reason, invalid_reason
 
@@ -266,8 +267,8 @@ class Evaluator:
                 self._cache.setdefault(key, (t.number, met, attrs.get(ATTR_CAPACITY)))
 
     def _context_for(self, config: EngineConfig) -> Context:
-        if config.draft_model and config.draft_model != "ngram":
-            return self.ctx.model_copy(update={"draft": self.drafts[config.draft_model]})
+        if is_model_draft(config.draft_model):
+            return self.ctx.model_copy(update={"draft": self.drafts[str(config.draft_model)]})
         return self.ctx
 
     def _evaluate(self, config: EngineConfig) -> tuple[dict[str, Any], Any]:
