@@ -43,6 +43,7 @@ __all__ = [
     "SLA",
     "SearchSpace",
     "Workload",
+    "arrival_conflict",
     "bytes_per_weight",
     "draft_to_load",
     "is_model_draft",
@@ -197,6 +198,22 @@ DEFAULT_ACCEPTANCE = 0.7
 DEFAULT_NGRAM_ACCEPTANCE = 0.4
 
 
+def arrival_conflict(
+    rate: float | None,
+    concurrency: int | None,
+    *,
+    rate_name: str = "rate_rps",
+    concurrency_name: str = "concurrency",
+) -> str | None:
+    """Why a workload cannot take both an open-loop rate and closed-loop users, or None."""
+    if rate is not None and concurrency is not None:
+        return (
+            f"{rate_name} {rate:g} and {concurrency_name} {concurrency} are exclusive: choose an "
+            "open-loop Poisson rate or a closed-loop user count"
+        )
+    return None
+
+
 class Workload(_Strict):
     """Requests to replay: lengths, arrivals, prefix sharing, speculative acceptance."""
 
@@ -245,11 +262,8 @@ class Workload(_Strict):
 
     @model_validator(mode="after")
     def _one_arrival_process(self) -> Workload:
-        if self.rate_rps is not None and self.concurrency is not None:
-            raise ValueError(
-                f"rate_rps={self.rate_rps} and concurrency={self.concurrency} are both set; "
-                "choose an open-loop rate or a closed-loop concurrency"
-            )
+        if reason := arrival_conflict(self.rate_rps, self.concurrency):
+            raise ValueError(reason)
         return self
 
     @property
