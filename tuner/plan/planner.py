@@ -9,6 +9,7 @@ from typing import Any
 
 from tuner.knobs.registry import footprint_knobs, footprint_of
 from tuner.perf.bands import band_for, grid_point
+from tuner.perf.load import workload_at
 from tuner.perf.memory import replica_gpus
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
@@ -39,7 +40,7 @@ def _operating_metrics(
 ) -> Metrics:
     """Simulate one replica at `rate` requests/s with the chosen variant."""
     tp = replica_gpus(choice.config)
-    wl = req.workload.model_copy(update={"rate_rps": rate, "concurrency": None})
+    wl = workload_at(req.workload, "rate", rate)
     ctx = Context(model=req.model, gpu=gpu, sla=req.sla, workload=wl, num_gpus=tp)
     return predict_metrics(choice.config, ctx, workload=wl)
 
