@@ -37,7 +37,7 @@ def _check_cross_fields(
 ) -> None:
     """Cross-flag errors, each naming both flags (vLLM config style)."""
     if reason := arrival_conflict(
-        rate, concurrency, rate_name="--rate", concurrency_name="--concurrency"
+        rate, concurrency, rate_name="--rate ", concurrency_name="--concurrency "
     ):
         raise InputError(reason)
     for knob in knobs.registered():

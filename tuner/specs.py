@@ -202,13 +202,14 @@ def arrival_conflict(
     rate: float | None,
     concurrency: int | None,
     *,
-    rate_name: str = "rate_rps",
-    concurrency_name: str = "concurrency",
+    rate_name: str = "rate_rps=",
+    concurrency_name: str = "concurrency=",
 ) -> str | None:
-    """Why a workload cannot take both an open-loop rate and closed-loop users, or None."""
+    """Why a workload cannot take both an open-loop rate and closed-loop users, or None (the
+    names carry their separator: "rate_rps=" for the model, "--rate " for a flag)."""
     if rate is not None and concurrency is not None:
         return (
-            f"{rate_name} {rate:g} and {concurrency_name} {concurrency} are exclusive: choose an "
+            f"{rate_name}{rate:g} and {concurrency_name}{concurrency} are exclusive: choose an "
             "open-loop Poisson rate or a closed-loop user count"
         )
     return None
