@@ -128,7 +128,7 @@ def test_hf_config_errors(tmp_path: Path) -> None:
 def test_cross_field_errors_name_both_values() -> None:
     with pytest.raises(ValueError, match="num_speculative_tokens=3 needs a draft_model"):
         EngineConfig(num_speculative_tokens=3)
-    with pytest.raises(ValueError, match="rate_rps=2.0 and concurrency=4"):
+    with pytest.raises(ValueError, match="rate_rps=2 and concurrency=4 are exclusive"):
         Workload(rate_rps=2.0, concurrency=4)
     with pytest.raises(ValueError, match="num_speculative_tokens must lie in 0..8"):
         SearchSpace(

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from tuner import catalog
 from tuner.backends.sim import SimBackend
-from tuner.cli.predict_cmd import build_request
 from tuner.errors import InputError
 from tuner.knobs import searched
+from tuner.request import build_request
 from tuner.search.study import config_from_params, sampling_space
 from tuner.specs import Context, IntRange, Workload
 from tuner.validity import invalid_reason

@@ -35,6 +35,7 @@ __all__ = [
     "IntKnob",
     "IntRange",
     "KVDtype",
+    "NGRAM",
     "Metrics",
     "ModelSpec",
     "Percentiles",
@@ -42,7 +43,10 @@ __all__ = [
     "SLA",
     "SearchSpace",
     "Workload",
+    "arrival_conflict",
     "bytes_per_weight",
+    "draft_to_load",
+    "is_model_draft",
 ]
 
 
@@ -170,12 +174,45 @@ class SLA(_Strict):
 # ----------------------------------------------------------------------------- workload
 
 
+# The draft that needs no model: prompt lookup (vLLM's `method: ngram`); any other draft_model
+# value names a catalog model (or a local path) the speculating variant loads.
+NGRAM = "ngram"
+
+
+def is_model_draft(draft_model: str | None) -> bool:
+    """Whether a draft_model value names a model to load (not None, not n-gram lookup)."""
+    return bool(draft_model) and draft_model != NGRAM
+
+
+def draft_to_load(config: EngineConfig) -> str | None:
+    """The draft model a variant speculates with, or None (no speculation or n-gram lookup)."""
+    draft = config.draft_model
+    return draft if config.num_speculative_tokens and is_model_draft(draft) else None
+
+
 # Assumed speculative acceptance per token when neither the workload nor a calibration says.
 DEFAULT_ACCEPTANCE = 0.7
 # Prompt lookup (n-gram) only hits when the output copies the prompt: on open-ended chat it
 # accepts far less than a trained draft (Spec-Bench's PLD row averages well under 2 tokens per
 # step), so it gets its own, lower default; raise it for RAG/code-editing workloads.
 DEFAULT_NGRAM_ACCEPTANCE = 0.4
+
+
+def arrival_conflict(
+    rate: float | None,
+    concurrency: int | None,
+    *,
+    rate_name: str = "rate_rps=",
+    concurrency_name: str = "concurrency=",
+) -> str | None:
+    """Why a workload cannot take both an open-loop rate and closed-loop users, or None (the
+    names carry their separator: "rate_rps=" for the model, "--rate " for a flag)."""
+    if rate is not None and concurrency is not None:
+        return (
+            f"{rate_name}{rate:g} and {concurrency_name}{concurrency} are exclusive: choose an "
+            "open-loop Poisson rate or a closed-loop user count"
+        )
+    return None
 
 
 class Workload(_Strict):
@@ -226,11 +263,8 @@ class Workload(_Strict):
 
     @model_validator(mode="after")
     def _one_arrival_process(self) -> Workload:
-        if self.rate_rps is not None and self.concurrency is not None:
-            raise ValueError(
-                f"rate_rps={self.rate_rps} and concurrency={self.concurrency} are both set; "
-                "choose an open-loop rate or a closed-loop concurrency"
-            )
+        if reason := arrival_conflict(self.rate_rps, self.concurrency):
+            raise ValueError(reason)
         return self
 
     @property

@@ -9,6 +9,7 @@ or the measuring backend's real device), since it depends on what is measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -18,10 +19,27 @@ from tuner.knobs.declared import KVDtype, Quantization
 from tuner.knobs.registry import Knob, get, registered
 
 if TYPE_CHECKING:
-    from tuner.specs import Context
+    from tuner.model_spec import ModelSpec
+    from tuner.specs import Context, Workload
 
-__all__ = ["RULES", "Rule", "allowed_values", "config_reason", "invalid_reason"]
+__all__ = [
+    "MODEL_LEN_MARGIN_TOKENS",
+    "MODEL_LEN_ROUND_TOKENS",
+    "RULES",
+    "Rule",
+    "allowed_values",
+    "config_reason",
+    "heads_split_reason",
+    "invalid_reason",
+    "longest_request_tokens",
+    "served_model_len",
+    "unchunked_reason",
+]
 
+# A variant is served with --max-model-len = its workload's longest request plus this margin
+# (real tokenizers turn a nominal N-token prompt into a few more), rounded up to this step.
+MODEL_LEN_MARGIN_TOKENS = 64
+MODEL_LEN_ROUND_TOKENS = 256
 # Weight block of block-scaled FP8 checkpoints (DeepSeek-V3, Qwen3-*-FP8: 128 x 128).
 FP8_BLOCK = 128
 
@@ -152,12 +170,17 @@ def _ep_splits_experts(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _tp_splits_heads(c: Any, ctx: Context) -> str | None:
+def heads_split_reason(model: ModelSpec, tp: int) -> str | None:
+    """Why `tp` GPUs cannot shard the model's attention heads evenly, or None when they can."""
     # vLLM shards attention heads evenly (ModelConfig.verify_with_parallel_config).
-    heads = ctx.model.num_attention_heads
-    if heads % c.tensor_parallel_size:
-        return f"tensor_parallel_size={c.tensor_parallel_size} does not divide {heads} heads"
+    heads = model.num_attention_heads
+    if heads % tp:
+        return f"tensor_parallel_size={tp} does not divide {heads} heads"
     return None
+
+
+def _tp_splits_heads(c: Any, ctx: Context) -> str | None:
+    return heads_split_reason(ctx.model, c.tensor_parallel_size)
 
 
 def _budget_below_seqs(c: Any, ctx: Context) -> str | None:
@@ -167,15 +190,43 @@ def _budget_below_seqs(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _unchunked_prompt_too_long(c: Any, ctx: Context) -> str | None:
-    # Without chunked prefill a prompt must fit in one step's token budget.
-    longest = int(ctx.workload.input_tokens * (1 + ctx.workload.length_spread))
-    if not c.enable_chunked_prefill and c.max_num_batched_tokens < longest:
+def longest_request_tokens(workload: Workload) -> int:
+    """Tokens of the workload's longest request (prompt + output): the lengths file's longest
+    pair, else the mean lengths stretched by the spread."""
+    from tuner.bench.lengths import workload_length_pairs
+
+    pairs = workload_length_pairs(workload.lengths_file)
+    if pairs is not None and len(pairs):
+        return int(pairs.sum(axis=1).max())
+    mean = workload.input_tokens + workload.output_tokens
+    return math.ceil(mean * (1 + workload.length_spread))
+
+
+def served_model_len(ctx: Context) -> int:
+    """The --max-model-len a variant is served with: the longest request plus a margin for
+    tokenizer drift, rounded up to MODEL_LEN_ROUND_TOKENS, capped at the model's context."""
+    need = longest_request_tokens(ctx.workload) + MODEL_LEN_MARGIN_TOKENS
+    rounded = math.ceil(need / MODEL_LEN_ROUND_TOKENS) * MODEL_LEN_ROUND_TOKENS
+    return min(rounded, ctx.model.max_context)
+
+
+def unchunked_reason(config: Any, max_model_len: int) -> str | None:
+    """Why a variant with chunked prefill off cannot serve requests of `max_model_len` tokens.
+
+    vLLM refuses to start with max_num_batched_tokens < max_model_len when chunked prefill is
+    off (SchedulerConfig.verify_max_model_len): without chunking a request's whole context
+    must fit one step, whatever its length."""
+    budget = config.max_num_batched_tokens
+    if not config.enable_chunked_prefill and budget < max_model_len:
         return (
-            f"chunked prefill off and max_num_batched_tokens={c.max_num_batched_tokens} "
-            f"< longest prompt {longest}"
+            f"chunked prefill off needs max_num_batched_tokens >= max-model-len {max_model_len} "
+            f"(the longest request, prompt + output, with margin); got {budget}"
         )
     return None
+
+
+def _unchunked_budget(c: Any, ctx: Context) -> str | None:
+    return unchunked_reason(c, served_model_len(ctx))
 
 
 RULES: tuple[Rule, ...] = (
@@ -195,7 +246,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(("tensor_parallel_size",), _tp_splits_heads),
     Rule(("max_num_batched_tokens", "max_num_seqs"), _budget_below_seqs),
-    Rule(("enable_chunked_prefill", "max_num_batched_tokens"), _unchunked_prompt_too_long),
+    Rule(("enable_chunked_prefill", "max_num_batched_tokens"), _unchunked_budget),
 )
 
 

@@ -51,8 +51,10 @@ def get_backend(name: str, **options: Any) -> Backend:
     path = options.get("model_path")
     if path is not None and not _is_dir(Path(path)):
         # Caught here, not per trial: a search of variants that all fail would exit 0 or 3.
-        raise InputError(f"--model-path {echo(str(path))}: no such folder (expected a Hugging "
-                         "Face model folder with config.json and *.safetensors)")  # fmt: skip
+        raise InputError(
+            f"--model-path {echo(str(path))}: no such folder (expected a Hugging "
+            "Face model folder with config.json and *.safetensors)"
+        )
     module_name, factory = BACKENDS[name].split(":")
     try:
         module = importlib.import_module(module_name)

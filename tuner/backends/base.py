@@ -54,6 +54,7 @@ class CheckedBackend(ABC):
         """The backend's own evaluation of a valid variant."""
 
     @abstractmethod
-    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
-                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+    def _capacity(
+        self, config: EngineConfig, ctx: Context, mode: LoadMode, budget: ProbeBudget | None
+    ) -> tuple[Capacity, Metrics]:
         """The backend's own capacity search of a valid variant."""

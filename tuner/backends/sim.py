@@ -7,8 +7,8 @@ from tuner.errors import TunerError
 from tuner.perf.bands import band_columns, band_for, grid_point
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
 from tuner.perf.efficiency import Efficiency
-from tuner.perf.predict import NGRAM, predict_metrics
-from tuner.specs import Context, EngineConfig, Metrics
+from tuner.perf.predict import predict_metrics
+from tuner.specs import Context, EngineConfig, Metrics, draft_to_load
 
 __all__ = ["SimBackend"]
 
@@ -41,11 +41,11 @@ class SimBackend(CheckedBackend):
         updates: dict[str, object] = {}
         if self.seed is not None and ctx.workload.seed != self.seed:
             updates["workload"] = ctx.workload.model_copy(update={"seed": self.seed})
-        needs_draft = config.num_speculative_tokens and config.draft_model not in (None, NGRAM)
-        if needs_draft and (ctx.draft is None or ctx.draft.name != config.draft_model):
+        draft = draft_to_load(config)
+        if draft and (ctx.draft is None or ctx.draft.name != draft):
             from tuner.catalog import load_model
 
-            updates["draft"] = load_model(str(config.draft_model))
+            updates["draft"] = load_model(draft)
         return ctx.model_copy(update=updates) if updates else ctx
 
     def _evaluate(self, config: EngineConfig, ctx: Context) -> Metrics:
@@ -67,8 +67,9 @@ class SimBackend(CheckedBackend):
         except _FAILURES as exc:
             return self._failure(exc)
 
-    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
-                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+    def _capacity(
+        self, config: EngineConfig, ctx: Context, mode: LoadMode, budget: ProbeBudget | None
+    ) -> tuple[Capacity, Metrics]:
         """The simulator's capacity search of `config` (it knows the saturated rate)."""
         try:
             ctx = self._resolve(config, ctx)

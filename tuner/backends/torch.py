@@ -16,7 +16,7 @@ from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.perf.precision import DRAFT_QUANTIZATION
-from tuner.specs import Context, EngineConfig, Metrics, ModelSpec, Workload
+from tuner.specs import NGRAM, Context, EngineConfig, Metrics, ModelSpec, Workload, is_model_draft
 
 __all__ = ["TorchBackend"]
 
@@ -135,8 +135,9 @@ class TorchBackend(CheckedBackend):
         except _FAILURES as exc:
             return _failure(exc, self.name)
 
-    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
-                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+    def _capacity(
+        self, config: EngineConfig, ctx: Context, mode: LoadMode, budget: ProbeBudget | None
+    ) -> tuple[Capacity, Metrics]:
         """Capacity of `config`: the engine is built and warmed up once, every probe replays the
         workload at one load on it."""
         empty = no_capacity(config, mode)
@@ -153,8 +154,9 @@ class TorchBackend(CheckedBackend):
             except _FAILURES as exc:
                 return _failure(exc, self.name)
 
-        return measured_capacity(measure, config, ctx, mode=mode,
-                                 budget=budget or self.probe_budget)  # fmt: skip
+        return measured_capacity(
+            measure, config, ctx, mode=mode, budget=budget or self.probe_budget
+        )
 
     # ------------------------------------------------------------------ named steps
 
@@ -232,33 +234,43 @@ class TorchBackend(CheckedBackend):
             )
         if self.compile:
             # Compiled int8 layers trace a plain mm that Inductor swaps for its own WOQ GEMM.
-            paths = {p.replace("aten._weight_int8pack_mm", "inductor(int8 WOQ mm)"): n
-                     for p, n in paths.items()}  # fmt: skip
+            paths = {
+                p.replace("aten._weight_int8pack_mm", "inductor(int8 WOQ mm)"): n
+                for p, n in paths.items()
+            }
         extra["kernel_path"] = ", ".join(f"{p} x{n}" for p, n in paths.items())
         extra["decode_attention_path"] = (
-            "triton.paged_decode_attention" if use_triton and device.startswith("cuda")
+            "triton.paged_decode_attention"
+            if use_triton and device.startswith("cuda")
             else "torch.sdpa(gathered paged KV)"
-        )  # fmt: skip
+        )
         extra["cpu_threads"] = torch.get_num_threads()
         if ref_logits is not None and quant not in ("bf16", "fp16"):
             err = quantization_error(ref_logits, self._probe_logits(model, probe))
             extra.update({f"quant_{k}": v for k, v in err.items()})
 
-    def _draft_for(self, config: EngineConfig, ctx: Context, device: str, use_triton: bool,
-                   extra: dict[str, Any]) -> Any:  # fmt: skip
+    def _draft_for(
+        self,
+        config: EngineConfig,
+        ctx: Context,
+        device: str,
+        use_triton: bool,
+        extra: dict[str, Any],
+    ) -> Any:
         """The quantized draft model of a draft-model variant (None for n-gram or no draft)."""
         from tuner.engine.quantize import quantize_model
 
         k = config.num_speculative_tokens
-        if not k or config.draft_model == "ngram":
+        if not k or not is_model_draft(config.draft_model):
             return None
         draft = self._build_draft(config, ctx, device)
         paths = quantize_model(draft, self.draft_quantization, use_triton=use_triton)
         extra["draft_kernel_path"] = ", ".join(paths)
         return draft
 
-    def _size_kv(self, config: EngineConfig, ctx: Context, model: Any, draft: Any,
-                 device: str) -> tuple[int, int] | Metrics:  # fmt: skip
+    def _size_kv(
+        self, config: EngineConfig, ctx: Context, model: Any, draft: Any, device: str
+    ) -> tuple[int, int] | Metrics:
         """(KV blocks, weight bytes): the memory budget's blocks, capped at what max_num_seqs
         full requests need; infeasible when one request does not fit."""
         from tuner.engine.scheduler import blocks_needed
@@ -284,16 +296,11 @@ class TorchBackend(CheckedBackend):
                 backend=self.name,
                 weights_gib=weight_bytes / _GIB,
             )
-        if not config.enable_chunked_prefill and max_len > config.max_num_batched_tokens:
-            return Metrics.infeasible(
-                f"chunked prefill is off and prompts up to {int(plan.input_tokens.max())} tokens "
-                f"exceed max_num_batched_tokens={config.max_num_batched_tokens}",
-                backend=self.name,
-            )
         return min(budget_blocks, per_seq_blocks * config.max_num_seqs), weight_bytes
 
-    def _engine(self, config: EngineConfig, model: Any, draft: Any, num_blocks: int,
-                use_triton: bool) -> Any:  # fmt: skip
+    def _engine(
+        self, config: EngineConfig, model: Any, draft: Any, num_blocks: int, use_triton: bool
+    ) -> Any:
         """The continuous-batching engine with the variant's limits."""
         from tuner.engine.generate import Engine, limits_for
 
@@ -302,7 +309,7 @@ class TorchBackend(CheckedBackend):
             model,
             limits_for(config, num_blocks),
             draft=draft,
-            ngram_draft=bool(k) and config.draft_model == "ngram",
+            ngram_draft=bool(k) and config.draft_model == NGRAM,
             num_speculative_tokens=k,
             temperature=self.temperature,
             seed=self.seed,

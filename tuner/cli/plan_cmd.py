@@ -25,11 +25,17 @@ from tuner.specs import SLA, GPUProfile, Workload
 __all__ = ["build_plan_request", "plan_command"]
 
 _FLAGS = {
-    "rate_rps": "--rate", "users": "--users", "think_time_s": "--think-time",
-    "headroom": "--headroom", "max_gpus_per_replica": "--max-gpus-per-replica",
-    "input_tokens": "--isl", "output_tokens": "--osl", "num_requests": "--num-requests",
-    "ttft_ms": "--ttft-ms", "tpot_ms": "--tpot-ms",
-}  # fmt: skip
+    "rate_rps": "--rate",
+    "users": "--users",
+    "think_time_s": "--think-time",
+    "headroom": "--headroom",
+    "max_gpus_per_replica": "--max-gpus-per-replica",
+    "input_tokens": "--isl",
+    "output_tokens": "--osl",
+    "num_requests": "--num-requests",
+    "ttft_ms": "--ttft-ms",
+    "tpot_ms": "--tpot-ms",
+}
 
 
 def _invalid(exc: ValidationError) -> InputError:
@@ -53,10 +59,22 @@ def _gpus(gpus: str) -> list[GPUProfile]:
 
 
 def build_plan_request(
-    *, model: str, sla: str, gpus: str, rate: float | None, users: int | None,
-    think_time: float, headroom: float, max_gpus_per_replica: int, isl: int, osl: int,
-    num_requests: int, space: str, ttft_ms: float | None = None, tpot_ms: float | None = None,
-) -> PlanRequest:  # fmt: skip
+    *,
+    model: str,
+    sla: str,
+    gpus: str,
+    rate: float | None,
+    users: int | None,
+    think_time: float,
+    headroom: float,
+    max_gpus_per_replica: int,
+    isl: int,
+    osl: int,
+    num_requests: int,
+    space: str,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+) -> PlanRequest:
     """Validate plan's flags into a PlanRequest; one-line InputError otherwise."""
     if (rate is None) == (users is None):
         raise InputError("give exactly one target: --rate REQ_PER_S or --users N")
@@ -68,11 +86,17 @@ def build_plan_request(
         the_sla = SLA.model_validate({**preset.model_dump(), **bounds}) if bounds else preset
         workload = Workload(input_tokens=isl, output_tokens=osl, num_requests=num_requests)
         return PlanRequest(
-            model=catalog.load_model(model), sla=the_sla, workload=workload,
-            space=catalog.load_search_space(space), rate_rps=rate, users=users,
-            think_time_s=think_time, headroom=headroom,
-            max_gpus_per_replica=max_gpus_per_replica, gpus=_gpus(gpus),
-        )  # fmt: skip
+            model=catalog.load_model(model),
+            sla=the_sla,
+            workload=workload,
+            space=catalog.load_search_space(space),
+            rate_rps=rate,
+            users=users,
+            think_time_s=think_time,
+            headroom=headroom,
+            max_gpus_per_replica=max_gpus_per_replica,
+            gpus=_gpus(gpus),
+        )
     except ValidationError as exc:
         raise _invalid(exc) from exc
 
@@ -84,11 +108,23 @@ def _money(v: float | None, digits: int) -> str:
 def _table(result: PlanResult) -> Table:
     """Ranked, one row per GPU kind; fits 80 columns and wraps (never truncates) when narrower."""
     pct = result.request.sla.percentile
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False,
-              caption=f"TTFT/TPOT: P{pct} ms at the target")  # fmt: skip
-    for name, just in (("#", "right"), ("GPU", "left"), ("GPUs", "right"), ("$/hour", "right"),
-                       ("$/1M out", "right"), ("util", "right"),
-                       ("TTFT/TPOT", "right"), ("config", "left")):  # fmt: skip
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        show_edge=False,
+        caption=f"TTFT/TPOT: P{pct} ms at the target",
+    )
+    for name, just in (
+        ("#", "right"),
+        ("GPU", "left"),
+        ("GPUs", "right"),
+        ("$/hour", "right"),
+        ("$/1M out", "right"),
+        ("util", "right"),
+        ("TTFT/TPOT", "right"),
+        ("config", "left"),
+    ):
         t.add_column(name, justify=just, overflow="fold")  # type: ignore[arg-type]
     for rank, kind in enumerate(result.kinds, start=1):
         o = kind.best
@@ -97,11 +133,15 @@ def _table(result: PlanResult) -> Table:
             continue
         c = o.config
         t.add_row(
-            str(rank), escape(kind.gpu), str(o.gpus), _money(o.usd_per_hour, 2),
-            _money(o.usd_per_m_output_tokens, 3), f"{o.utilisation:.0%}",
+            str(rank),
+            escape(kind.gpu),
+            str(o.gpus),
+            _money(o.usd_per_hour, 2),
+            _money(o.usd_per_m_output_tokens, 3),
+            f"{o.utilisation:.0%}",
             f"{o.ttft_ms:.0f}/{o.tpot_ms:.1f}",
             f"tp{o.tp} {footprint_text(c)}",
-        )  # fmt: skip
+        )
     return t
 
 
@@ -163,10 +203,21 @@ def plan_command(
 ) -> None:
     """How many GPUs of each kind, at what cost, serve a target load within the SLA (simulated)."""
     req = build_plan_request(
-        model=model, sla=sla, gpus=gpus, rate=rate, users=users, think_time=think_time,
-        headroom=headroom, max_gpus_per_replica=max_gpus_per_replica, isl=isl, osl=osl,
-        num_requests=num_requests, space=space, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-    )  # fmt: skip
+        model=model,
+        sla=sla,
+        gpus=gpus,
+        rate=rate,
+        users=users,
+        think_time=think_time,
+        headroom=headroom,
+        max_gpus_per_replica=max_gpus_per_replica,
+        isl=isl,
+        osl=osl,
+        num_requests=num_requests,
+        space=space,
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+    )
     price_table = load_prices(prices, extra_names=[g.name for g in req.gpus])
     if not as_json:
         err_console.print(f"planning {len(req.gpus)} GPU kind(s) for {_target_text(req)}...")

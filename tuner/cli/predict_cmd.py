@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from tuner import catalog, knobs
-from tuner.backends import BACKENDS, get_backend
-from tuner.bench.lengths import workload_length_pairs
+from tuner.backends import BACKENDS
 from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
 from tuner.cli.options import (
@@ -35,122 +32,10 @@ from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.memory import replica_gpus
-from tuner.perf.predict import NGRAM
-from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, Workload
-from tuner.validity import invalid_reason
+from tuner.request import build_request, evaluate_request, prediction_doc
+from tuner.specs import GPUProfile, Metrics
 
-__all__ = ["build_request", "predict"]
-
-
-def _check_cross_fields(
-    knob_values: dict[str, Any],
-    acceptance: float | None,
-    rate: float | None,
-    concurrency: int | None,
-) -> None:
-    """Cross-flag errors, each naming both flags (vLLM config style)."""
-    if rate is not None and concurrency is not None:
-        raise InputError(
-            f"--rate {rate:g} and --concurrency {concurrency} are exclusive: choose an open-loop "
-            "Poisson rate or a closed-loop user count"
-        )
-    for knob in knobs.registered():
-        needed = knob.needs and knobs.get(knob.needs)
-        value = knob_values.get(knob.name, knob.default)
-        if needed and knob_values.get(needed.name) and value == knob.default:
-            span = f"{int(knob.ge or 0) + 1}..{int(knob.le)}" if knob.le is not None else "> 0"
-            raise InputError(
-                f"{needed.flag} {knob_values[needed.name]} needs {knob.flag} K ({span})"
-            )
-    if acceptance is not None and not knob_values.get("num_speculative_tokens"):
-        raise InputError(
-            f"--acceptance {acceptance:g} only applies with --spec-tokens and --draft-model"
-        )
-
-
-def _flag_error(exc: ValidationError, flags: dict[str, str]) -> InputError:
-    e = exc.errors()[0]
-    msg = str(e["msg"]).removeprefix("Value error, ")
-    if not e["loc"]:  # a cross-field check of the model: its message names the values
-        return InputError(msg)
-    field = str(e["loc"][0])
-    return InputError(f"{flags.get(field, field)}: {msg} (got {e.get('input')!r})")
-
-
-_WORKLOAD_FLAGS = {
-    "input_tokens": "--isl",
-    "output_tokens": "--osl",
-    "rate_rps": "--rate",
-    "concurrency": "--concurrency",
-    "num_requests": "--num-requests",
-    "warmup_requests": "--warmup",
-    "lengths_file": "--lengths",
-    "prefix_cache_hit": "--prefix-cache-hit",
-    "acceptance_rate": "--acceptance",
-}
-
-
-def build_request(
-    *,
-    model: str,
-    gpu: str | GPUProfile,
-    knob_flags: dict[str, str | None] | None = None,
-    acceptance: float | None = None,
-    prefix_cache_hit: float = 0.0,
-    isl: int = 1024,
-    osl: int = 256,
-    concurrency: int | None = None,
-    rate: float | None = None,
-    num_requests: int | None = None,
-    sla: str = "chat",
-    warmup: int | None = None,
-    lengths: str | None = None,
-) -> tuple[EngineConfig, Context]:
-    """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise,
-    including every rule of tuner.validity (the same rules `tune` samples within)."""
-    given = {k: v for k, v in (knob_flags or {}).items() if v is not None}
-    try:
-        values = {k: knobs.get(k).parse(text) for k, text in given.items()}
-    except ValueError as exc:
-        raise InputError(str(exc)) from exc
-    _check_cross_fields(values, acceptance, rate, concurrency)
-    try:
-        config = EngineConfig(**values)
-    except ValidationError as exc:
-        raise _flag_error(exc, {k.name: k.flag for k in knobs.registered()}) from exc
-    wl_fields: dict[str, Any] = {
-        "input_tokens": isl,
-        "output_tokens": osl,
-        "rate_rps": rate,
-        "concurrency": concurrency,
-        "num_requests": num_requests,
-        "warmup_requests": warmup,
-        "lengths_file": lengths,
-        "prefix_cache_hit": prefix_cache_hit,
-    }
-    if acceptance is not None:
-        # One flag for both kinds of draft: the user states the acceptance of the draft they chose.
-        wl_fields["acceptance_rate"] = acceptance
-        wl_fields["ngram_acceptance_rate"] = acceptance
-    try:
-        workload = Workload(**wl_fields)
-    except ValidationError as exc:
-        raise _flag_error(exc, _WORKLOAD_FLAGS) from exc
-    workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
-    draft = None
-    if config.draft_model and config.draft_model != NGRAM:
-        draft = catalog.load_model(config.draft_model)
-    ctx = Context(
-        model=catalog.load_model(model),
-        gpu=catalog.load_gpu(gpu),
-        sla=catalog.load_sla(sla),
-        workload=workload,
-        num_gpus=replica_gpus(config),
-        draft=draft,
-    )
-    if reason := invalid_reason(config, ctx):
-        raise InputError(reason)
-    return config, ctx
+__all__ = ["predict"]
 
 
 def _pm(m: Metrics, quantity: str) -> str:
@@ -166,9 +51,13 @@ def _table(m: Metrics, title: str) -> Table:
     for col in ("mean", "P50", "P90", "P95", "P99", *(("band",) if banded else ())):
         t.add_column(col, justify="right")
     # ITL is the decode step the TPOT band describes; the queue time has no validation rows.
-    for label, p, q in (("TTFT", m.ttft_ms, "ttft"), ("TPOT", m.tpot_ms, "tpot"),
-                        ("ITL", m.itl_ms, "tpot"), ("E2E", m.e2e_ms, "e2e"),
-                        ("queue", m.queue_ms, "")):  # fmt: skip
+    for label, p, q in (
+        ("TTFT", m.ttft_ms, "ttft"),
+        ("TPOT", m.tpot_ms, "tpot"),
+        ("ITL", m.itl_ms, "tpot"),
+        ("E2E", m.e2e_ms, "e2e"),
+        ("queue", m.queue_ms, ""),
+    ):
         band = (_pm(m, q).strip() or "-",) if banded else ()
         t.add_row(label, *(f"{v:.2f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)), *band)
     return t
@@ -192,8 +81,10 @@ def _summary_lines(m: Metrics) -> list[str]:
             f"{_pm(m, 'capacity')}"
         )
     if m.extra.get("band_source"):
-        lines.append(f"band: {m.extra['band_source']}; a measurement lies within +- band of the "
-                     "prediction about 9 times in 10")  # fmt: skip
+        lines.append(
+            f"band: {m.extra['band_source']}; a measurement lies within +- band of the "
+            "prediction about 9 times in 10"
+        )
     return lines
 
 
@@ -229,27 +120,25 @@ def predict(
         profile, note = local_gpu_profile(backend)
         print_note(note)
     config, ctx = build_request(
-        model=model, gpu=profile, knob_flags=knob_flags, acceptance=acceptance,
-        prefix_cache_hit=prefix_cache_hit, isl=isl, osl=osl, concurrency=concurrency, rate=rate,
-        num_requests=num_requests, sla=sla, warmup=warmup, lengths=lengths,
-    )  # fmt: skip
-    options: dict[str, Any] = {}
-    if backend == "sim":
-        options["capacity"] = True
-    elif model_path is not None:
-        options["model_path"] = model_path
-    if compile_step:
-        if backend != "torch":
-            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
-        options["compile"] = True
-    metrics = get_backend(backend, **options).evaluate(config, ctx)
+        model=model,
+        gpu=profile,
+        knob_flags=knob_flags,
+        acceptance=acceptance,
+        prefix_cache_hit=prefix_cache_hit,
+        isl=isl,
+        osl=osl,
+        concurrency=concurrency,
+        rate=rate,
+        num_requests=num_requests,
+        sla=sla,
+        warmup=warmup,
+        lengths=lengths,
+    )
+    metrics = evaluate_request(
+        config, ctx, backend=backend, model_path=model_path, compile_step=compile_step
+    )
     if as_json:
-        doc = metrics.model_dump(mode="json")
-        doc["model"] = ctx.model.name
-        doc["gpu"] = ctx.gpu.name
-        doc["config"] = config.model_dump(mode="json")
-        doc["workload"] = ctx.workload.model_dump(mode="json")
-        typer.echo(json.dumps(doc))
+        typer.echo(json.dumps(prediction_doc(metrics, config, ctx)))
         return
     # A measuring backend ran on a real device, which need not be the GPU profile named.
     where = (

@@ -72,5 +72,7 @@ def native_fp4_refusal(engine: str, quant: Quantization, gpu: GPUProfile | None)
     # tensor cores); only vLLM has a weight-only (Marlin) path for older GPUs.
     if quant is not Quantization.nvfp4 or gpu is None or gpu.supports_fp4:
         return None
-    return (f"{engine} runs nvfp4 only on GPUs with FP4 tensor cores (Blackwell); {gpu.name} has "
-            "none: use vLLM (weight-only FP4 fallback) or an fp8 / int4 checkpoint")  # fmt: skip
+    return (
+        f"{engine} runs nvfp4 only on GPUs with FP4 tensor cores (Blackwell); {gpu.name} has "
+        "none: use vLLM (weight-only FP4 fallback) or an fp8 / int4 checkpoint"
+    )

@@ -27,7 +27,7 @@ from tuner.export.bundle import (
     shell_join,
 )
 from tuner.export.tables import ROWS, Row, check_rows, fp8_anywhere, layout, row_args, row_options
-from tuner.specs import EngineConfig, GPUProfile, Quantization
+from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "SGLangOptions", "export", "launch_args"]
 
@@ -98,7 +98,7 @@ VERSIONS: dict[str, SGLangOptions] = {
             Quantization.fp8_block: _Q("bfloat16", "quantization", "fp8", _FP8_BLOCK),
             Quantization.nvfp4: _Q("bfloat16", "quantization", "modelopt_fp4", _NVFP4),
             Quantization.mxfp4: _Q("bfloat16", "quantization", "mxfp4", _MXFP4),
-        },  # fmt: skip
+        },
         rows=ROWS["sglang"]["0.5"],
         ngram="NGRAM",
         draft_model="STANDALONE",
@@ -116,25 +116,38 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
     engine = f"SGLang {version}"
     check_rows(opts.rows, config, engine)
     if config.num_speculative_tokens and config.draft_model and layout(config).dp > 1:
-        raise InputError(f"{engine} runs no speculative decoding (NGRAM or STANDALONE) with DP "
-                         "attention (server_args.py _handle_speculative_decoding)")  # fmt: skip
+        raise InputError(
+            f"{engine} runs no speculative decoding (NGRAM or STANDALONE) with DP "
+            "attention (server_args.py _handle_speculative_decoding)"
+        )
     quant = opts.quantization[config.quantization]
     args = [f["model"], model, f["dtype"], quant.dtype]
     if quant.option is not None and quant.value is not None:
         args += [f[quant.option], quant.value]
     args += row_args(opts.rows, config, engine)
     k = config.num_speculative_tokens
-    if k and config.draft_model == "ngram":
+    if k and config.draft_model == NGRAM:
         # SGLang counts the verified (bonus) token in num_draft_tokens: chain of k -> k + 1.
-        args += [f["speculative_algorithm"], opts.ngram,
-                 f["speculative_num_draft_tokens"], str(k + 1),
-                 f["disable_overlap_schedule"]]  # fmt: skip
+        args += [
+            f["speculative_algorithm"],
+            opts.ngram,
+            f["speculative_num_draft_tokens"],
+            str(k + 1),
+            f["disable_overlap_schedule"],
+        ]
     elif k and config.draft_model:
-        args += [f["speculative_algorithm"], opts.draft_model,
-                 f["speculative_draft_model_path"], draft_source(config.draft_model),
-                 f["speculative_num_steps"], str(k),
-                 f["speculative_eagle_topk"], "1",
-                 f["speculative_num_draft_tokens"], str(k + 1)]  # fmt: skip
+        args += [
+            f["speculative_algorithm"],
+            opts.draft_model,
+            f["speculative_draft_model_path"],
+            draft_source(config.draft_model),
+            f["speculative_num_steps"],
+            str(k),
+            f["speculative_eagle_topk"],
+            "1",
+            f["speculative_num_draft_tokens"],
+            str(k + 1),
+        ]
     allowed = set(f.values()) | row_options(opts.rows)
     stray = [a for a in args if a.startswith("--") and a not in allowed]
     if stray:
@@ -153,11 +166,20 @@ def export(
     quant = VERSIONS[version].quantization[config.quantization]
     notes = []
     if quant.checkpoint:
-        notes.append(f"{config.quantization.value} needs {quant.checkpoint}; pass it as "
-                     "--model-path.")  # fmt: skip
+        notes.append(
+            f"{config.quantization.value} needs {quant.checkpoint}; pass it as --model-path."
+        )
     if config.quantization is Quantization.int8_wo:
         notes.append("int8-wo quantizes at load time through torchao (pip install torchao).")
     notes += _layout_notes(config)
+    if not config.enable_chunked_prefill:
+        # SGLang's PrefillAdder always admits the first prompt of a prefill batch, so it starts
+        # and serves what vLLM's stricter rule (tuner.validity.unchunked_reason) admits.
+        notes.append(
+            "chunked prefill is off (--chunked-prefill-size -1): SGLang prefills each prompt "
+            f"whole and runs one longer than --max-prefill-tokens "
+            f"{config.max_num_batched_tokens} alone in its prefill batch."
+        )
     amd = amd_fp8_note("SGLang", gpu) if fp8_anywhere(config) else None
     notes += [amd] if amd else []
     notes.append(
@@ -171,7 +193,7 @@ def export(
         files={
             "sglang.sh": f"#!/bin/sh\n# SGLang {version} ({VERSIONS[version].source})\n"
             f"exec {command}\n"
-        },  # fmt: skip
+        },
         notes=notes,
     )
 

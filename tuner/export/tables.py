@@ -186,8 +186,10 @@ def check_rows(rows: tuple[Row, ...], config: EngineConfig, engine: str) -> None
         value = getattr(config, row.knob)
         if isinstance(row.spell, Mapping) and value not in row.spell:
             supported = ", ".join(str(_plain(v)) for v in row.spell)
-            raise InputError(f"{engine} has no {get(row.knob).help} for {_plain(value)!r}; "
-                             f"supported: {supported}")  # fmt: skip
+            raise InputError(
+                f"{engine} has no {get(row.knob).help} for {_plain(value)!r}; "
+                f"supported: {supported}"
+            )
 
 
 def _value(row: Row, config: EngineConfig) -> object:

@@ -34,7 +34,7 @@ from tuner.export.tables import (
     row_options,
     row_tree,
 )
-from tuner.specs import EngineConfig, GPUProfile, Metrics, Quantization
+from tuner.specs import NGRAM, EngineConfig, GPUProfile, Metrics, Quantization
 
 __all__ = ["LATEST", "VERSIONS", "TRTLLMOptions", "export", "extra_options", "serve_args"]
 
@@ -127,9 +127,14 @@ def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> li
     opts = _options(version)
     _check_supported(config, opts, version)
     c = opts.cli
-    args = [model, c["backend"], "pytorch",
-            *row_args(opts.cli_rows, config, f"TensorRT-LLM {version}"),
-            c["extra_options"], EXTRA_FILE]  # fmt: skip
+    args = [
+        model,
+        c["backend"],
+        "pytorch",
+        *row_args(opts.cli_rows, config, f"TensorRT-LLM {version}"),
+        c["extra_options"],
+        EXTRA_FILE,
+    ]
     stray = [
         a
         for a in args
@@ -155,7 +160,7 @@ def extra_options(
         # simulated capacity reproduces the simulated point (the smaller limit wins).
         put(tree, k["kv_max_tokens"], metrics.kv_capacity_tokens)
     n = config.num_speculative_tokens
-    if n and config.draft_model == "ngram":
+    if n and config.draft_model == NGRAM:
         put(tree, k["spec_type"], "NGram")
         put(tree, k["spec_len"], n)
         put(tree, k["spec_ngram"], NGRAM_MAX_MATCHING_SIZE)
@@ -177,8 +182,10 @@ def export(
     """trtllm-serve command, its extra options YAML, and caveats (refuses an AMD `gpu`)."""
     opts = _options(version)
     if gpu is not None and gpu.vendor != "nvidia":
-        raise InputError(f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
-                         "is AMD: use vLLM or SGLang on ROCm")  # fmt: skip
+        raise InputError(
+            f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
+            "is AMD: use vLLM or SGLang on ROCm"
+        )
     if refusal := native_fp4_refusal(f"TensorRT-LLM {version}", config.quantization, gpu):
         raise InputError(refusal)
     args = serve_args(config, model, version=version)
@@ -186,9 +193,18 @@ def export(
     extra = extra_options(config, metrics=metrics, version=version)
     notes = []
     if config.quantization in opts.checkpoint:
-        notes.append(f"{config.quantization.value} needs {opts.checkpoint[config.quantization]}; "
-                     "serve that checkpoint instead of the original model.")  # fmt: skip
+        notes.append(
+            f"{config.quantization.value} needs {opts.checkpoint[config.quantization]}; "
+            "serve that checkpoint instead of the original model."
+        )
     notes += _layout_notes(config)
+    if not config.enable_chunked_prefill:
+        # TensorRT-LLM checks each request, not its startup (llmapi/llm.py _check_arguments);
+        # tuner.validity's rule (the whole request fits one step) is the stricter one.
+        notes.append(
+            "enable_chunked_prefill is false: TensorRT-LLM rejects a request whose prompt "
+            f"exceeds --max_num_tokens {config.max_num_batched_tokens}."
+        )
     return EngineExport(
         engine="trtllm",
         version=version,

@@ -30,7 +30,8 @@ import yaml
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport, amd_fp8_note, draft_source, shell_join
 from tuner.export.tables import ROWS, Row, fp8_anywhere, layout, row_args, row_options
-from tuner.specs import EngineConfig, GPUProfile, Quantization
+from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
+from tuner.validity import unchunked_reason
 
 __all__ = ["LATEST", "VERSIONS", "VLLMOptions", "export", "serve_args", "serve_yaml"]
 
@@ -95,6 +96,7 @@ _FLAGS: dict[str, str] = {
     "dtype": "--dtype",
     "quantization": "--quantization",
     "speculative_config": "--speculative-config",
+    "max_model_len": "--max-model-len",
 }
 
 VERSIONS: dict[str, VLLMOptions] = {
@@ -124,9 +126,9 @@ def speculative_config(config: EngineConfig) -> dict[str, object] | None:
     """vLLM's --speculative-config mapping for this variant, or None without speculation."""
     if not config.num_speculative_tokens or not config.draft_model:
         return None
-    if config.draft_model == "ngram":
+    if config.draft_model == NGRAM:
         return {
-            "method": "ngram",
+            "method": NGRAM,
             "num_speculative_tokens": config.num_speculative_tokens,
             "prompt_lookup_max": NGRAM_PROMPT_LOOKUP_MAX,
         }
@@ -136,8 +138,28 @@ def speculative_config(config: EngineConfig) -> dict[str, object] | None:
     }
 
 
+def unchunked_model_len(config: EngineConfig, max_model_len: int | None) -> int | None:
+    """The --max-model-len a chunked-prefill-off variant must state (None: chunking is on and
+    vLLM's default serves it); InputError when the workload's length does not fit one step."""
+    if config.enable_chunked_prefill:
+        return max_model_len
+    if max_model_len is None:  # no workload known: the longest request one step can hold
+        return config.max_num_batched_tokens
+    if reason := unchunked_reason(config, max_model_len):
+        raise InputError(f"vLLM cannot serve this variant: {reason}")
+    return max_model_len
+
+
 def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> list[str]:
     """Arguments for vLLM's OpenAI server (`vllm serve` / api_server) reproducing `config`."""
+    return serve_args_for(config, model, None, version=version)
+
+
+def serve_args_for(
+    config: EngineConfig, model: str, max_model_len: int | None, *, version: str = LATEST
+) -> list[str]:
+    """`serve_args` for a known workload: `max_model_len` is its `served_model_len` (None:
+    unknown), checked against the step budget when chunked prefill is off."""
     opts = _options(version)
     f = opts.flags
     quant = opts.quantization[config.quantization]
@@ -145,6 +167,9 @@ def serve_args(config: EngineConfig, model: str, *, version: str = LATEST) -> li
     if quant.method is not None:
         args += [f["quantization"], quant.method]
     args += row_args(opts.rows, config, f"vLLM {version}")
+    model_len = unchunked_model_len(config, max_model_len)
+    if model_len is not None:
+        args += [f["max_model_len"], str(model_len)]
     spec = speculative_config(config)
     if spec is not None:
         args += [f["speculative_config"], json.dumps(spec, separators=(",", ":"))]
@@ -184,7 +209,11 @@ def _typed(value: object) -> object:
 
 
 def checkpoint_notes(
-    config: EngineConfig, *, version: str = LATEST, gpu: GPUProfile | None = None
+    config: EngineConfig,
+    *,
+    version: str = LATEST,
+    gpu: GPUProfile | None = None,
+    max_model_len: int | None = None,
 ) -> list[str]:
     """What the user must provide or know before launching this variant on vLLM."""
     opts = _options(version)
@@ -201,7 +230,10 @@ def checkpoint_notes(
     notes += [amd] if amd else []
     if not config.enable_chunked_prefill:
         notes.append(
-            "chunked prefill is off: vLLM requires max-num-batched-tokens >= max-model-len."
+            "chunked prefill is off: vLLM refuses max-num-batched-tokens < max-model-len, so "
+            f"--max-model-len is {unchunked_model_len(config, max_model_len)}"
+            + (" (the workload's longest request)" if max_model_len else "")
+            + "; longer requests are rejected."
         )
     return notes
 
@@ -241,10 +273,16 @@ def _layout_notes(config: EngineConfig) -> list[str]:
 
 
 def export(
-    config: EngineConfig, model: str, *, version: str = LATEST, gpu: GPUProfile | None = None
+    config: EngineConfig,
+    model: str,
+    *,
+    version: str = LATEST,
+    gpu: GPUProfile | None = None,
+    max_model_len: int | None = None,
 ) -> EngineExport:
-    """vLLM launch recipe: command line, `vllm serve --config` YAML, caveats (ROCm: pass gpu)."""
-    args = serve_args(config, model, version=version)
+    """vLLM launch recipe: command line, `vllm serve --config` YAML, caveats (ROCm: pass gpu;
+    pass the workload's `served_model_len` so a chunked-prefill-off variant is checked)."""
+    args = serve_args_for(config, model, max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
     command = shell_join(["vllm", "serve", model, *config_args])
     config_yaml = (
@@ -256,5 +294,5 @@ def export(
         version=version,
         command=command,
         files={"vllm.yaml": config_yaml, "vllm.sh": "#!/bin/sh\nexec " + command + "\n"},
-        notes=checkpoint_notes(config, version=version, gpu=gpu),
+        notes=checkpoint_notes(config, version=version, gpu=gpu, max_model_len=max_model_len),
     )

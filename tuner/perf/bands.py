@@ -33,6 +33,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.calibration_schema import CalibrationGrid
+from tuner.sla import meets_sla
 from tuner.specs import SLA, EngineConfig, GPUProfile, Metrics, Workload
 
 __all__ = [
@@ -52,8 +53,11 @@ __all__ = [
 QUANTITIES = ("ttft", "tpot", "e2e", "throughput")
 VALIDATION_FILE = "validation_bands.json"
 # Residual keys each quantity reads, first found wins (step kinds when the end-to-end is absent).
-_RESIDUAL_KEYS = {"ttft": ("ttft", "prefill_step"), "tpot": ("tpot", "decode_step"),
-                  "throughput": ("tpot", "decode_step")}  # fmt: skip
+_RESIDUAL_KEYS = {
+    "ttft": ("ttft", "prefill_step"),
+    "tpot": ("tpot", "decode_step"),
+    "throughput": ("tpot", "decode_step"),
+}
 _SOURCES = {
     "validation": "public validation rows (p90 error)",
     "calibration": "calibration residuals (p90 error)",
@@ -167,10 +171,7 @@ def band_for(gpu: GPUProfile, point: GridPoint | None = None) -> Band:
 
 def meets_banded(metrics: Metrics, sla: SLA, band: Band) -> bool:
     """Whether each bounded latency, inflated by its band, still meets `sla` at its percentile."""
-    p = sla.percentile
-    if sla.ttft_ms is not None and metrics.ttft_ms.at(p) * (1 + band.ttft) > sla.ttft_ms:
-        return False
-    return not (sla.tpot_ms is not None and metrics.tpot_ms.at(p) * (1 + band.tpot) > sla.tpot_ms)
+    return meets_sla(metrics, sla, ttft_margin=band.ttft, tpot_margin=band.tpot)
 
 
 def band_columns(band: Band | None) -> dict[str, float | str]:

@@ -15,175 +15,82 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.perf.bands import Band, band_for, grid_point, meets_banded
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
+from tuner.perf.load import (
+    CAPACITY_HEADROOM,
+    FIRST_PROBE_RPS,
+    LADDER_FRACTIONS,
+    Capacity,
+    LoadMode,
+    LoadPoint,
+    ProbeBudget,
+    steady_sized,
+    workload_at,
+)
 from tuner.perf.memory import replica_gpus
 from tuner.perf.predict import predict_metrics
-from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
+from tuner.sla import meets_sla, tightened
+from tuner.specs import SLA, Context, EngineConfig, Metrics
 
-__all__ = ["CAPACITY_HEADROOM", "FIRST_PROBE_RPS", "LADDER_FRACTIONS", "Capacity", "LoadMode",
-           "LoadPoint", "ProbeBudget", "find_capacity", "max_rate_meeting_sla", "measured_capacity",
-           "meets_sla", "sim_capacity", "tightened", "workload_at"]  # fmt: skip
+__all__ = [
+    "CAPACITY_HEADROOM",
+    "FIRST_PROBE_RPS",
+    "LADDER_FRACTIONS",
+    "Capacity",
+    "LoadMode",
+    "LoadPoint",
+    "ProbeBudget",
+    "find_capacity",
+    "max_rate_meeting_sla",
+    "measured_capacity",
+    "meets_sla",
+    "sim_capacity",
+    "steady_sized",
+    "tightened",
+    "workload_at",
+]
 
-LoadMode = Literal["rate", "users"]
 
-# The operating point keeps this margin below each SLA bound, so run-to-run noise and simulator
-# error (benchmarks/accuracy.py) do not push the deployed load over the SLA.
-CAPACITY_HEADROOM = 0.10
 # The lowest rate probed, as a fraction of the saturated rate (effectively one request at a time).
 _LOW_FRACTION = 0.01
 # Measured backends know no saturated rate in advance: they grow the load by this factor until
 # the SLA breaks (or the probe budget ends).
 _GROWTH = 4.0
-# Where a search without a saturation estimate starts (req/s per replica).
-FIRST_PROBE_RPS = 0.5
-# Loads (fractions of the capacity load) the ladder should also hold, so the latency-throughput
-# curve has points between the lightest load and capacity; probed only where no probe is near.
-LADDER_FRACTIONS = (0.25, 0.5, 0.75)
+# A ladder load within this fraction of the capacity load of a probe is not probed again.
 _LADDER_GAP = 0.1
 
 
-class LoadPoint(BaseModel):
-    """One probed load and what the variant did there (latencies in ms, per-GPU throughput)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    load: float = Field(description="Offered load per replica: req/s (rate) or users")
-    requests_per_s_per_gpu: float
-    output_tokens_per_s_per_gpu: float
-    ttft_ms: Percentiles
-    tpot_ms: Percentiles
-    meets_sla: bool
-    meets_headroom: bool
-    band: Band | None = Field(default=None, description="The prediction's error band here")
-    meets_band: bool = Field(default=True, description="Latencies x (1 + band) meet the SLA")
-
-
-class Capacity(BaseModel):
-    """A variant's capacity at the SLA, its operating point with headroom, and the probed ladder."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: LoadMode
-    tensor_parallel_size: int = 1  # GPUs of one replica (TP x DP)
-    headroom: float = CAPACITY_HEADROOM
-    points: list[LoadPoint] = Field(default_factory=list, description="Every probe, by load")
-    probes: int = 0
-    probe_s: float = 0.0
-    budget_exhausted: bool = False
-
-    def _best(self, ok: Callable[[LoadPoint], bool]) -> LoadPoint | None:
-        passing = [p for p in self.points if ok(p)]
-        return max(passing, key=lambda p: p.load) if passing else None
-
-    @property
-    def at_sla(self) -> LoadPoint | None:
-        """The highest probed load meeting the SLA (None: not even the lightest load does)."""
-        return self._best(lambda p: p.meets_sla)
-
-    @property
-    def operating(self) -> LoadPoint | None:
-        """The highest probed load meeting the SLA with the headroom margin and the error band."""
-        return self._best(lambda p: p.meets_headroom and p.meets_band)
-
-    @property
-    def rps_per_gpu(self) -> float:
-        """Capacity in requests/s per GPU (0 when no load meets the SLA)."""
-        p = self.at_sla
-        return p.requests_per_s_per_gpu if p else 0.0
-
-    @property
-    def tok_s_per_gpu(self) -> float:
-        """Goodput at the SLA: output tokens/s per GPU at the capacity load."""
-        p = self.at_sla
-        return p.output_tokens_per_s_per_gpu if p else 0.0
-
-    @property
-    def ladder(self) -> list[LoadPoint]:
-        """The SLA-meeting probes, lightest load first: the variant's latency-throughput curve."""
-        return sorted((p for p in self.points if p.meets_sla), key=lambda p: p.load)
-
-
-class ProbeBudget(BaseModel):
-    """How much a capacity search may spend: probes, seconds, and the bisection tolerance."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_probes: int = Field(default=14, ge=2)
-    max_seconds: float | None = Field(default=None, gt=0)
-    rel_tol: float = Field(default=0.03, gt=0, lt=1)
-
-    @classmethod
-    def measured(cls) -> ProbeBudget:
-        """The default of a measured (torch, vllm) search: each probe runs real load, so it is
-        bounded in time too, and a tune on a slow device (a CPU) still finishes trials."""
-        return cls(max_probes=8, max_seconds=180.0)
-
-
-def tightened(sla: SLA, headroom: float) -> SLA:
-    """`sla` with every bound scaled by (1 - headroom)."""
-    scale = 1.0 - headroom
-    return sla.model_copy(update={
-        "ttft_ms": None if sla.ttft_ms is None else sla.ttft_ms * scale,
-        "tpot_ms": None if sla.tpot_ms is None else sla.tpot_ms * scale,
-    })  # fmt: skip
-
-
-def meets_sla(metrics: Metrics, sla: SLA) -> bool:
-    """Whether feasible `metrics` meet every bound of `sla` at its percentile."""
-    if not metrics.feasible:
-        return False
-    p = sla.percentile
-    if sla.ttft_ms is not None and metrics.ttft_ms.at(p) > sla.ttft_ms:
-        return False
-    return not (sla.tpot_ms is not None and metrics.tpot_ms.at(p) > sla.tpot_ms)
-
-
-def workload_at(wl: Workload, mode: LoadMode, load: float) -> Workload:
-    """`wl` driven at `load`: a Poisson rate (req/s) or a number of closed-loop users."""
-    if mode == "rate":
-        return wl.model_copy(update={"rate_rps": load, "concurrency": None})
-    return wl.model_copy(update={"rate_rps": None, "concurrency": max(1, round(load))})
-
-
-def steady_sized(wl: Workload, in_flight: float) -> Workload:
-    """`wl` with an open-loop probe sized for steady state, unless the user fixed the counts.
-
-    By Little's law about `in_flight` requests are in the engine at once; the batch takes that
-    many arrivals to fill, so they are the warm-up, and at least as many are measured. A flat
-    200 requests at a high rate measure mostly the ramp (at 36 req/s on llama-3.1-8b/h200-sxm,
-    TPOT P95 10 ms with 200 requests, 21 ms with 2000). Measuring two fillings doubled the
-    default tune's time (15 s to 32 s here), so it is one.
-    """
-    if wl.num_requests is not None or wl.warmup_requests is not None:
-        return wl
-    fill = math.ceil(in_flight)
-    return wl.model_copy(update={
-        "warmup_requests": max(wl.warmup_count, fill),
-        "num_requests": max(wl.measured_requests, fill),
-    })  # fmt: skip
-
-
-def _point(load: float, m: Metrics, sla: SLA, roomy: SLA, mode: LoadMode, tp: int,
-           roomy_load: float) -> LoadPoint:  # fmt: skip
+def _point(
+    load: float, m: Metrics, sla: SLA, roomy: SLA, mode: LoadMode, tp: int, roomy_load: float
+) -> LoadPoint:
     # Open loop: the offered rate is the load the SLA was met at; closed loop: what the users drew.
     rps = load if mode == "rate" else m.requests_per_s
-    return LoadPoint(load=load, requests_per_s_per_gpu=rps / tp,
-                     output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
-                     ttft_ms=m.ttft_ms, tpot_ms=m.tpot_ms, meets_sla=meets_sla(m, sla),
-                     meets_headroom=meets_sla(m, roomy) and load <= roomy_load)  # fmt: skip
+    return LoadPoint(
+        load=load,
+        requests_per_s_per_gpu=rps / tp,
+        output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
+        ttft_ms=m.ttft_ms,
+        tpot_ms=m.tpot_ms,
+        meets_sla=meets_sla(m, sla),
+        meets_headroom=meets_sla(m, roomy) and load <= roomy_load,
+    )
 
 
 class _Search:
     """Probe bookkeeping of one capacity search: budget, results, brackets."""
 
-    def __init__(self, probe: Callable[[float], Metrics], sla: SLA, cap: Capacity,
-                 budget: ProbeBudget, integer: bool, roomy_load: float,
-                 band: Callable[[Metrics], Band] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        probe: Callable[[float], Metrics],
+        sla: SLA,
+        cap: Capacity,
+        budget: ProbeBudget,
+        integer: bool,
+        roomy_load: float,
+        band: Callable[[Metrics], Band] | None = None,
+    ) -> None:
         self.probe, self.sla, self.cap, self.budget, self.band = probe, sla, cap, budget, band
         self.roomy, self.roomy_load = tightened(sla, cap.headroom), roomy_load
         self.integer = integer
@@ -213,8 +120,15 @@ class _Search:
         if not m.feasible:
             self.failed_run = m
             return None
-        p = _point(load, m, self.sla, self.roomy, self.cap.mode, self.cap.tensor_parallel_size,
-                   self.roomy_load)  # fmt: skip
+        p = _point(
+            load,
+            m,
+            self.sla,
+            self.roomy,
+            self.cap.mode,
+            self.cap.tensor_parallel_size,
+            self.roomy_load,
+        )
         if self.band is not None:
             p.band = self.band(m)
             p.meets_band = meets_banded(m, self.sla, p.band)
@@ -320,13 +234,15 @@ def measured_capacity(
     runs: dict[float, Metrics] = {}
 
     def probe(load: float) -> Metrics:
-        runs[load] = measure(ctx.model_copy(update={"workload": workload_at(ctx.workload, mode,
-                                                                             load)}))  # fmt: skip
+        runs[load] = measure(
+            ctx.model_copy(update={"workload": workload_at(ctx.workload, mode, load)})
+        )
         return runs[load]
 
     low = FIRST_PROBE_RPS if mode == "rate" else 1.0
-    cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, budget=budget,
-                                tensor_parallel_size=replica_gpus(config))  # fmt: skip
+    cap, failed = find_capacity(
+        probe, ctx.sla, mode=mode, low=low, budget=budget, tensor_parallel_size=replica_gpus(config)
+    )
     top = cap.at_sla
     return cap, failed or runs[top.load if top else min(runs)]
 
@@ -376,9 +292,17 @@ def sim_capacity(
         return band_for(ctx.gpu, grid_point(config, wl, m))
 
     # Without a latency bound every load passes: capacity is the saturated end of the bracket.
-    cap, failed = find_capacity(probe, ctx.sla, mode=mode, low=low, high=high,
-                                tensor_parallel_size=tp, budget=budget,
-                                operating_point=operating_point, band=band)  # fmt: skip
+    cap, failed = find_capacity(
+        probe,
+        ctx.sla,
+        mode=mode,
+        low=low,
+        high=high,
+        tensor_parallel_size=tp,
+        budget=budget,
+        operating_point=operating_point,
+        band=band,
+    )
     if failed is not None:
         return cap, failed
     best = cap.at_sla

@@ -13,7 +13,7 @@ from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
 from tuner.perf.speculative import NGRAM, Speculation, acceptance_for, step_coeffs
 from tuner.perf.summary import summarize
-from tuner.specs import Context, EngineConfig, Metrics, Workload
+from tuner.specs import Context, EngineConfig, Metrics, Workload, draft_to_load
 from tuner.validity import invalid_reason
 
 __all__ = ["NGRAM", "closed_loop_cycle_s", "predict_metrics", "speculation_for", "sim_requests"]
@@ -97,7 +97,7 @@ def predict_metrics(
     reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:
         return Metrics.infeasible(reason, BACKEND)
-    draft = ctx.draft if config.num_speculative_tokens and config.draft_model != NGRAM else None
+    draft = ctx.draft if draft_to_load(config) else None
     plan = plan_memory(ctx.model, ctx.gpu, config, wl, draft=draft, eff=eff)
     if not plan.feasible:
         return Metrics.infeasible(

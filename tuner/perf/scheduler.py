@@ -88,9 +88,13 @@ def requests_from_plan(plan: ArrivalPlan, ramp_s: float = 0.0) -> RequestSet:
 
 
 def make_requests(
-    num_requests: int, input_tokens: int, output_tokens: int, *, ramp_s: float = 0.0,
+    num_requests: int,
+    input_tokens: int,
+    output_tokens: int,
+    *,
+    ramp_s: float = 0.0,
     **trace: Unpack[TraceOptions],
-) -> RequestSet:  # fmt: skip
+) -> RequestSet:
     """Seeded requests from the shared arrival planner (`bench.arrivals`), warm-up included."""
     plan = plan_arrivals(num_requests, input_tokens, output_tokens, **trace)
     return requests_from_plan(plan, ramp_s)

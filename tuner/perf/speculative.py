@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tuner.calibration_schema import AcceptanceCurve, Calibration
 from tuner.perf.costs import StepCostModel
-from tuner.specs import DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, Workload
+from tuner.specs import DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, NGRAM, Workload
 
 __all__ = [
     "NGRAM",
@@ -31,9 +31,6 @@ __all__ = [
     "measured_curve",
     "step_coeffs",
 ]
-
-# Draft-model name of the prompt-lookup proposer (no model weights, vLLM `method: ngram`).
-NGRAM = "ngram"
 
 
 def expected_tokens_per_step(acceptance: float, num_spec_tokens: int) -> float:
@@ -137,10 +134,14 @@ def acceptance_for(
     curve = measured_curve(draft_model, calibration)
     if curve is not None:
         shown = ", ".join(f"{a:.2f}" for a in curve.per_position)
-        text = (f"acceptance measured on {curve.prompts} with draft {curve.draft} "
-                f"(per position {shown})")  # fmt: skip
+        text = (
+            f"acceptance measured on {curve.prompts} with draft {curve.draft} "
+            f"(per position {shown})"
+        )
         return AcceptanceChoice(curve.per_position[0], curve, text)
     default = DEFAULT_NGRAM_ACCEPTANCE if ngram else DEFAULT_ACCEPTANCE
-    text = (f"assumes acceptance {default:.2f} per token (default, not measured; measure with "
-            "`tuner acceptance`)")  # fmt: skip
+    text = (
+        f"assumes acceptance {default:.2f} per token (default, not measured; measure with "
+        "`tuner acceptance`)"
+    )
     return AcceptanceChoice(default, None, text)

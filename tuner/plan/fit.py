@@ -12,6 +12,7 @@ from typing import Any
 from tuner.knobs.registry import footprint_knobs, footprint_words
 from tuner.perf.memory import MemoryPlan, plan_memory, replica_gpus
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization, Workload
+from tuner.validity import heads_split_reason
 
 __all__ = [
     "FitCheck",
@@ -26,10 +27,10 @@ SIXTEEN_BIT = (Quantization.bf16, Quantization.fp16)
 
 
 def tp_sizes(model: ModelSpec, max_gpus_per_replica: int) -> list[int]:
-    """Powers of two up to `max_gpus_per_replica` that divide the model's attention heads."""
+    """Powers of two up to `max_gpus_per_replica` that shard the model's attention heads."""
     sizes, tp = [], 1
     while tp <= max_gpus_per_replica:
-        if model.num_attention_heads % tp == 0:
+        if heads_split_reason(model, tp) is None:
             sizes.append(tp)
         tp *= 2
     return sizes

@@ -9,6 +9,7 @@ from typing import Any
 
 from tuner.knobs.registry import footprint_knobs, footprint_of
 from tuner.perf.bands import band_for, grid_point
+from tuner.perf.load import workload_at
 from tuner.perf.memory import replica_gpus
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
@@ -39,7 +40,7 @@ def _operating_metrics(
 ) -> Metrics:
     """Simulate one replica at `rate` requests/s with the chosen variant."""
     tp = replica_gpus(choice.config)
-    wl = req.workload.model_copy(update={"rate_rps": rate, "concurrency": None})
+    wl = workload_at(req.workload, "rate", rate)
     ctx = Context(model=req.model, gpu=gpu, sla=req.sla, workload=wl, num_gpus=tp)
     return predict_metrics(choice.config, ctx, workload=wl)
 
@@ -54,9 +55,13 @@ def _target_rps(req: PlanRequest, gpu: GPUProfile, choice: CapacityChoice) -> fl
 
 
 def size_option(
-    req: PlanRequest, gpu: GPUProfile, choice: CapacityChoice, price: GPUPrice | None, fit: str,
+    req: PlanRequest,
+    gpu: GPUProfile,
+    choice: CapacityChoice,
+    price: GPUPrice | None,
+    fit: str,
     context_tokens: int,
-) -> Option:  # fmt: skip
+) -> Option:
     """Replicas, GPUs, cost, utilisation, latency and energy of serving the target with `choice`."""
     tp = replica_gpus(choice.config)
     target = _target_rps(req, gpu, choice)
@@ -82,14 +87,25 @@ def size_option(
     # The band is |measured / predicted - 1| at p90: sized for the low edge, a fleet still holds.
     low_edge = choice.capacity_rps * (1.0 - min(band.throughput, _MAX_BAND))
     return Option(
-        capacity_band=band.throughput, band_source=band.description,
+        capacity_band=band.throughput,
+        band_source=band.description,
         replicas_at_band=sizing.replicas_needed(target, low_edge, req.headroom),
-        gpu=gpu.name, tp=tp, config=choice.config, capacity_rps_per_replica=choice.capacity_rps,
-        target_rps=target, replicas=replicas, gpus=gpus, utilisation=load,
-        ttft_ms=at_load.ttft_ms.at(pct), tpot_ms=at_load.tpot_ms.at(pct),
+        gpu=gpu.name,
+        tp=tp,
+        config=choice.config,
+        capacity_rps_per_replica=choice.capacity_rps,
+        target_rps=target,
+        replicas=replicas,
+        gpus=gpus,
+        utilisation=load,
+        ttft_ms=at_load.ttft_ms.at(pct),
+        tpot_ms=at_load.tpot_ms.at(pct),
         energy_j_per_output_token=sizing.energy_j_per_token(gpus, gpu.tdp_w, load, out_tps),
-        max_context_tokens=context_tokens, fit=fit, evaluations=choice.evaluations, **money,
-    )  # fmt: skip
+        max_context_tokens=context_tokens,
+        fit=fit,
+        evaluations=choice.evaluations,
+        **money,
+    )
 
 
 def _option_cost(o: Option) -> tuple[float, float]:
@@ -113,10 +129,16 @@ def _fits_at(req: PlanRequest, gpu: GPUProfile, tp: int) -> list[FitCheck]:
     allowed = _footprint_values(req)
     allowed["quantization"] = _distinct_quants(req, gpu)
     return [
-        check_fit(req.model, gpu, req.workload, dict(zip(allowed, combo, strict=True)), tp,
-                  min_batched_tokens=min_tokens)
+        check_fit(
+            req.model,
+            gpu,
+            req.workload,
+            dict(zip(allowed, combo, strict=True)),
+            tp,
+            min_batched_tokens=min_tokens,
+        )
         for combo in itertools.product(*allowed.values())
-    ]  # fmt: skip
+    ]
 
 
 def _footprint_values(req: PlanRequest) -> dict[str, list[Any]]:
@@ -125,8 +147,14 @@ def _footprint_values(req: PlanRequest) -> dict[str, list[Any]]:
 
 def _no_fit_reason(req: PlanRequest, gpu: GPUProfile, tps: list[int]) -> str:
     min_tokens = min(knob_grid(req.space.max_num_batched_tokens))
-    smallest = smallest_footprint(req.model, gpu, req.workload, _footprint_values(req), max(tps),
-                                  min_batched_tokens=min_tokens)  # fmt: skip
+    smallest = smallest_footprint(
+        req.model,
+        gpu,
+        req.workload,
+        _footprint_values(req),
+        max(tps),
+        min_batched_tokens=min_tokens,
+    )
     return (
         f"does not fit at any quantization of the search space up to tp={max(tps)} "
         f"(--max-gpus-per-replica {req.max_gpus_per_replica}): {smallest.plan.reason}"
@@ -153,11 +181,18 @@ def plan_kind(req: PlanRequest, gpu: GPUProfile, price: GPUPrice | None) -> Kind
             continue
         per_gpu = choice.capacity_rps / tp
         sixteen = next((c for c in checks if c.footprint["quantization"] in SIXTEEN_BIT), None)
-        full = check_fit(req.model, gpu, req.workload, footprint_of(choice.config), tp,
-                         min_batched_tokens=choice.config.max_num_batched_tokens)  # fmt: skip
+        full = check_fit(
+            req.model,
+            gpu,
+            req.workload,
+            footprint_of(choice.config),
+            tp,
+            min_batched_tokens=choice.config.max_num_batched_tokens,
+        )
         note = fit_note(req.model, gpu, choice.config, sixteen, full.plan, choice.capacity_rps)
-        options.append(size_option(req, gpu, choice, price, note,
-                                   max_context_tokens(req.model, full.plan)))  # fmt: skip
+        options.append(
+            size_option(req, gpu, choice, price, note, max_context_tokens(req.model, full.plan))
+        )
         if per_gpu < prev_per_gpu:
             break  # TP comms only grow with TP; a larger shard will not be cheaper per GPU
         prev_per_gpu = per_gpu
@@ -165,9 +200,15 @@ def plan_kind(req: PlanRequest, gpu: GPUProfile, price: GPUPrice | None) -> Kind
         base.reason = _no_fit_reason(req, gpu, tps)
         return base
     if not options:
-        return base.model_copy(update={"status": "misses-sla", "reason": (
-            f"no variant that fits meets the SLA (TTFT {req.sla.ttft_ms} ms, TPOT "
-            f"{req.sla.tpot_ms} ms at P{req.sla.percentile}) at any load")})  # fmt: skip
+        return base.model_copy(
+            update={
+                "status": "misses-sla",
+                "reason": (
+                    f"no variant that fits meets the SLA (TTFT {req.sla.ttft_ms} ms, TPOT "
+                    f"{req.sla.tpot_ms} ms at P{req.sla.percentile}) at any load"
+                ),
+            }
+        )
     best = min(options, key=_option_cost)
     return base.model_copy(update={"status": "ok", "best": best, "options": options})
 
@@ -190,5 +231,10 @@ def plan(req: PlanRequest, prices: PriceTable) -> PlanResult:
     ranked = rank_kinds(kinds)
     cheapest = next((k.gpu for k in ranked if k.best and k.best.usd_per_hour is not None), None)
     missing = [g.name for g in req.gpus if prices.get(g.name) is None]
-    return PlanResult(request=req, kinds=ranked, cheapest=cheapest, missing_prices=missing,
-                      elapsed_s=time.perf_counter() - start)  # fmt: skip
+    return PlanResult(
+        request=req,
+        kinds=ranked,
+        cheapest=cheapest,
+        missing_prices=missing,
+        elapsed_s=time.perf_counter() - start,
+    )

@@ -82,8 +82,13 @@ def replica_layouts(model: ModelSpec, gpus: int, space: SearchSpace) -> list[dic
     for dp in space.data_parallel_size:
         if 1 < dp <= gpus and gpus % dp == 0:
             ep = True in space.expert_parallel
-            layouts.append({"tensor_parallel_size": gpus // dp, "data_parallel_size": dp,
-                            "expert_parallel": ep})  # fmt: skip
+            layouts.append(
+                {
+                    "tensor_parallel_size": gpus // dp,
+                    "data_parallel_size": dp,
+                    "expert_parallel": ep,
+                }
+            )
     return layouts
 
 

@@ -72,12 +72,19 @@ def _points(records: list[TrialRecord], sla: SLA) -> list[FrontPoint]:
             continue
         top = r.capacity.at_sla
         for q in r.capacity.ladder:
-            out.append(FrontPoint(trial=r.number, load=q.load, mode=r.capacity.mode,
-                                  requests_per_s_per_gpu=q.requests_per_s_per_gpu,
-                                  output_tokens_per_s_per_gpu=q.output_tokens_per_s_per_gpu,
-                                  ttft_ms=q.ttft_ms.at(p), tpot_ms=q.tpot_ms.at(p),
-                                  is_capacity=top is not None and q.load == top.load,
-                                  variants=[r.number]))  # fmt: skip
+            out.append(
+                FrontPoint(
+                    trial=r.number,
+                    load=q.load,
+                    mode=r.capacity.mode,
+                    requests_per_s_per_gpu=q.requests_per_s_per_gpu,
+                    output_tokens_per_s_per_gpu=q.output_tokens_per_s_per_gpu,
+                    ttft_ms=q.ttft_ms.at(p),
+                    tpot_ms=q.tpot_ms.at(p),
+                    is_capacity=top is not None and q.load == top.load,
+                    variants=[r.number],
+                )
+            )
     return out
 
 
@@ -128,8 +135,15 @@ def capacity_frontier(
     by_number = {r.number: r for r in records}
     front = _undominated(_points(records, sla))
     # Representative of a group: fewest GPUs, then the earliest trial.
-    front.sort(key=lambda q: (by_number[q.trial].config.tensor_parallel_size  # type: ignore[union-attr]
-                              if by_number[q.trial].config else 1, q.trial, q.load))  # fmt: skip
+    front.sort(
+        key=lambda q: (
+            by_number[q.trial].config.tensor_parallel_size  # type: ignore[union-attr]
+            if by_number[q.trial].config
+            else 1,
+            q.trial,
+            q.load,
+        )
+    )
     rows: list[FrontPoint] = []
     for q in front:
         match = next((row for row in rows if _same(row, q, tol)), None)
@@ -180,8 +194,14 @@ def ranked_by_capacity(records: list[TrialRecord], sla: SLA) -> list[TrialRecord
             r.number,
         )
 
-    candidates = [r for r in records if r.capacity is not None and r.capacity.at_sla is not None
-                  and r.duplicate_of is None and r.config is not None]  # fmt: skip
+    candidates = [
+        r
+        for r in records
+        if r.capacity is not None
+        and r.capacity.at_sla is not None
+        and r.duplicate_of is None
+        and r.config is not None
+    ]
     return sorted(candidates, key=rank)
 
 

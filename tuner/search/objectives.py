@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.sla import Violation, sla_violations
 from tuner.specs import SLA, Metrics
 
 __all__ = [
@@ -56,12 +57,17 @@ def objectives_for(sla: SLA, *, capacity: bool = False) -> list[Objective]:
     the SLA (maximised) and its TPOT at the SLA percentile under the lightest load (minimised).
     """
     if capacity:
-        goodput = Objective("capacity_tok_s_per_gpu", "goodput at the SLA (output tok/s per GPU)",
-                            maximize=True)  # fmt: skip
+        goodput = Objective(
+            "capacity_tok_s_per_gpu", "goodput at the SLA (output tok/s per GPU)", maximize=True
+        )
         if sla.is_throughput_only:
             return [goodput]
-        light = Objective("light_load_tpot_ms", f"TPOT P{sla.percentile} at light load (ms)",
-                          maximize=False, percentile=sla.percentile)  # fmt: skip
+        light = Objective(
+            "light_load_tpot_ms",
+            f"TPOT P{sla.percentile} at light load (ms)",
+            maximize=False,
+            percentile=sla.percentile,
+        )
         return [light, goodput]
     tput = Objective("tput_per_gpu", "output tokens/s per GPU", maximize=True)
     if sla.is_throughput_only:
@@ -72,38 +78,6 @@ def objectives_for(sla: SLA, *, capacity: bool = False) -> list[Objective]:
         Objective("tpot_ms", f"TPOT P{p} (ms)", maximize=False, percentile=p),
         tput,
     ]
-
-
-@dataclass(frozen=True)
-class Violation:
-    """How far one latency number is from its SLA bound (positive excess = miss)."""
-
-    metric: str  # "TTFT" or "TPOT"
-    value_ms: float
-    bound_ms: float
-
-    @property
-    def relative(self) -> float:
-        """value / bound - 1: <= 0 meets the bound, 0.25 misses it by 25%."""
-        return self.value_ms / self.bound_ms - 1.0
-
-    def describe(self, percentile: int) -> str:
-        """'TTFT P95 812 ms > 500 ms (+62%)' style text."""
-        sign = ">" if self.relative > 0 else "<="
-        return (
-            f"{self.metric} P{percentile} {self.value_ms:.1f} ms {sign} {self.bound_ms:g} ms "
-            f"({self.relative:+.0%})"
-        )
-
-
-def sla_violations(metrics: Metrics, sla: SLA) -> list[Violation]:
-    """Each bounded latency at the SLA percentile against its bound (met or not)."""
-    out = []
-    if sla.ttft_ms is not None:
-        out.append(Violation("TTFT", metrics.ttft_ms.at(sla.percentile), sla.ttft_ms))
-    if sla.tpot_ms is not None:
-        out.append(Violation("TPOT", metrics.tpot_ms.at(sla.percentile), sla.tpot_ms))
-    return out
 
 
 # Constraint value of a variant the backend could not run (out of memory, crashed): any positive

@@ -20,6 +20,7 @@ from tuner.search.frontier import (
 )
 from tuner.search.objectives import Objective, objectives_for, sla_violations
 from tuner.search.trials import TrialRecord
+from tuner.sla import meets_sla, tightened
 from tuner.specs import SLA
 
 __all__ = [
@@ -192,15 +193,16 @@ def _reference(sla: SLA, objectives: list[Objective], feasible_min: np.ndarray) 
 
 
 def _has_headroom(rec: TrialRecord, sla: SLA) -> bool:
-    assert rec.metrics is not None
-    extra = rec.metrics.extra
-    for v in sla_violations(rec.metrics, sla):
-        # A predicted variant also keeps each bound with its latency x (1 + its error band).
-        band = extra.get(f"{v.metric.lower()}_band_pct")
-        inflated = v.value_ms * (1 + band / 100 if isinstance(band, int | float) else 1)
-        if v.relative > -SLA_HEADROOM or inflated > v.bound_ms:
-            return False
-    return True
+    m = rec.metrics
+    assert m is not None
+
+    def band(quantity: str) -> float:
+        pct = m.extra.get(f"{quantity}_band_pct")
+        return pct / 100 if isinstance(pct, int | float) else 0.0
+
+    # A predicted variant also keeps each bound with its latency x (1 + its error band).
+    banded = meets_sla(m, sla, ttft_margin=band("ttft"), tpot_margin=band("tpot"))
+    return banded and meets_sla(m, tightened(sla, SLA_HEADROOM))
 
 
 def _recommend(feasible: list[TrialRecord], sla: SLA) -> tuple[int | None, bool]:
@@ -212,8 +214,12 @@ def _recommend(feasible: list[TrialRecord], sla: SLA) -> tuple[int | None, bool]
     def rank(r: TrialRecord) -> tuple[float, float, int, int]:
         m, c = r.metrics, r.config
         assert m is not None and c is not None
-        return (-m.output_tokens_per_s_per_gpu, m.tpot_ms.at(sla.percentile),
-                c.tensor_parallel_size, r.number)  # fmt: skip
+        return (
+            -m.output_tokens_per_s_per_gpu,
+            m.tpot_ms.at(sla.percentile),
+            c.tensor_parallel_size,
+            r.number,
+        )
 
     return min(pool, key=rank).number, headroom
 
@@ -226,14 +232,20 @@ def closest_misses(records: list[TrialRecord], sla: SLA, n: int = 3) -> list[Mis
             continue
         assert r.metrics is not None
         if not r.metrics.feasible:
-            misses.append(Miss(number=r.number, worst_relative=float("inf"),
-                               text=f"could not run: {r.metrics.reason}"))  # fmt: skip
+            misses.append(
+                Miss(
+                    number=r.number,
+                    worst_relative=float("inf"),
+                    text=f"could not run: {r.metrics.reason}",
+                )
+            )
             continue
         viol = sla_violations(r.metrics, sla)
         missed = [v for v in viol if v.relative > 0]
         text = "; ".join(v.describe(sla.percentile) for v in missed)
-        misses.append(Miss(number=r.number, worst_relative=max(v.relative for v in missed),
-                           text=text))  # fmt: skip
+        misses.append(
+            Miss(number=r.number, worst_relative=max(v.relative for v in missed), text=text)
+        )
     misses.sort(key=lambda m: (m.worst_relative, m.number))
     return misses[:n]
 
@@ -260,12 +272,21 @@ def _analyze_capacity(
         knee = frontier[knee_index(pts)].trial
     recommended, headroom = recommend_capacity(ordered, sla)
     return ParetoResult(
-        mode="capacity", frontier=frontier, objective_names=[o.name for o in objectives],
-        maximize=[o.maximize for o in objectives], reference=list(reference),
-        feasible=[r.number for r in feasible], front=front, knee=knee, recommended=recommended,
-        headroom_met=headroom, hypervolume=hv, hv_history=history,
-        closest=[] if feasible else closest_misses(ordered, sla), rule=CAPACITY_RULE,
-    )  # fmt: skip
+        mode="capacity",
+        frontier=frontier,
+        objective_names=[o.name for o in objectives],
+        maximize=[o.maximize for o in objectives],
+        reference=list(reference),
+        feasible=[r.number for r in feasible],
+        front=front,
+        knee=knee,
+        recommended=recommended,
+        headroom_met=headroom,
+        hypervolume=hv,
+        hv_history=history,
+        closest=[] if feasible else closest_misses(ordered, sla),
+        rule=CAPACITY_RULE,
+    )
 
 
 def analyze(
@@ -300,11 +321,14 @@ def analyze(
         )
         knee = front_recs[knee_index(front_pts)].number
     feasible_numbers = {r.number for r in feasible}
-    history_pts = np.array([
-        to_minimization(np.array(r.objective_values(sla)), maximize)[0]
-        if r.number in feasible_numbers else np.full(len(objectives), np.nan)
-        for r in ordered
-    ]).reshape(-1, len(objectives))  # fmt: skip
+    history_pts = np.array(
+        [
+            to_minimization(np.array(r.objective_values(sla)), maximize)[0]
+            if r.number in feasible_numbers
+            else np.full(len(objectives), np.nan)
+            for r in ordered
+        ]
+    ).reshape(-1, len(objectives))
     recommended, headroom = _recommend(feasible, sla)
     return ParetoResult(
         objective_names=[o.name for o in objectives],

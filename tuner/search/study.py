@@ -44,6 +44,7 @@ from tuner.specs import (
     Metrics,
     ModelSpec,
     SearchSpace,
+    is_model_draft,
 )
 from tuner.validity import allowed_values, config_reason, invalid_reason
 
@@ -85,8 +86,10 @@ def sampling_space(space: SearchSpace, ctx: Context | None = None) -> dict[str, 
         if ctx is not None and not isinstance(spec, IntRange):
             kept, dropped = allowed_values(knob.name, spec, ctx)
             if not kept:
-                raise InputError(f"space {space.name!r}: no {knob.name} value can run here "
-                                 f"({'; '.join(dropped)})")  # fmt: skip
+                raise InputError(
+                    f"space {space.name!r}: no {knob.name} value can run here "
+                    f"({'; '.join(dropped)})"
+                )
             spec = kept
         out[knob.name] = spec
     return _conditioned(out)
@@ -121,8 +124,9 @@ def suggest_params(trial: Trial, space: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(spec, IntRange):
             step = None if spec.log else spec.step
-            params[knob.name] = trial.suggest_int(knob.name, spec.low, spec.high, step=step or 1,
-                                                  log=spec.log)  # fmt: skip
+            params[knob.name] = trial.suggest_int(
+                knob.name, spec.low, spec.high, step=step or 1, log=spec.log
+            )
         else:
             params[knob.name] = trial.suggest_categorical(knob.name, _choices(spec))
     return params
@@ -166,8 +170,9 @@ def make_sampler(
 ) -> BaseSampler:
     """A seeded Optuna sampler by name (constraints are read from trial.set_constraint)."""
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True,
-                                          n_startup_trials=STARTUP_TRIALS)  # fmt: skip
+        return optuna.samplers.TPESampler(
+            seed=seed, multivariate=True, n_startup_trials=STARTUP_TRIALS
+        )
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=NSGA2_POPULATION)
     if name == "random":
@@ -262,8 +267,8 @@ class Evaluator:
                 self._cache.setdefault(key, (t.number, met, attrs.get(ATTR_CAPACITY)))
 
     def _context_for(self, config: EngineConfig) -> Context:
-        if config.draft_model and config.draft_model != "ngram":
-            return self.ctx.model_copy(update={"draft": self.drafts[config.draft_model]})
+        if is_model_draft(config.draft_model):
+            return self.ctx.model_copy(update={"draft": self.drafts[str(config.draft_model)]})
         return self.ctx
 
     def _evaluate(self, config: EngineConfig) -> tuple[dict[str, Any], Any]:
@@ -273,8 +278,9 @@ class Evaluator:
         if self.capacity is None:
             return self.backend.evaluate(config, ctx).model_dump(mode="json"), None
         cap: Capacity
-        cap, metrics = evaluate_capacity(self.backend, config, ctx, mode=self.capacity,
-                                         budget=self.budget)  # fmt: skip
+        cap, metrics = evaluate_capacity(
+            self.backend, config, ctx, mode=self.capacity, budget=self.budget
+        )
         return metrics.model_dump(mode="json"), cap.model_dump(mode="json")
 
     def __call__(self, trial: Trial) -> list[float]:
@@ -318,8 +324,9 @@ def optimize(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
 ) -> None:
     """Run trials until the study holds `trials` finished ones (shared with other workers)."""
-    run_trials(study, evaluator, budget=lambda: trials, timeout_s=timeout_s,
-               callbacks=callbacks or ())  # fmt: skip
+    run_trials(
+        study, evaluator, budget=lambda: trials, timeout_s=timeout_s, callbacks=callbacks or ()
+    )
 
 
 def records(study: optuna.Study) -> list[TrialRecord]:

@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tuner.errors import one_line
 from tuner.knobs import searched
-from tuner.perf.capacity import Capacity
-from tuner.search.objectives import constraint_values, objectives_for
+from tuner.perf.load import Capacity
+from tuner.search.objectives import objectives_for
+from tuner.sla import meets_sla
 from tuner.specs import SLA, EngineConfig, Metrics
 
 __all__ = ["ATTR_CAPACITY", "KNOBS", "TrialRecord", "TrialState", "record_from_frozen"]
@@ -51,9 +52,7 @@ class TrialRecord(BaseModel):
 
     def meets(self, sla: SLA) -> bool:
         """Ran, fit in memory and met every SLA bound."""
-        if not self.evaluated or self.metrics is None:
-            return False
-        return all(v <= 0 for v in constraint_values(self.metrics, sla))
+        return self.evaluated and self.metrics is not None and meets_sla(self.metrics, sla)
 
     def objective_values(self, sla: SLA) -> list[float]:
         """The objective numbers (natural direction) of an evaluated trial."""

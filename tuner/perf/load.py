@@ -1,0 +1,143 @@
+"""A capacity search's vocabulary: load modes, probed points, the result and its budget.
+
+Kept apart from the search (`tuner.perf.capacity`) so trial records, reports and backends read
+a Capacity without importing the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tuner.perf.bands import Band
+from tuner.specs import Percentiles, Workload
+
+__all__ = [
+    "CAPACITY_HEADROOM",
+    "FIRST_PROBE_RPS",
+    "LADDER_FRACTIONS",
+    "Capacity",
+    "LoadMode",
+    "LoadPoint",
+    "ProbeBudget",
+    "steady_sized",
+    "workload_at",
+]
+
+LoadMode = Literal["rate", "users"]
+
+# The operating point keeps this margin below each SLA bound, so run-to-run noise and simulator
+# error (benchmarks/accuracy.py) do not push the deployed load over the SLA.
+CAPACITY_HEADROOM = 0.10
+# Where a search without a saturation estimate starts (req/s per replica).
+FIRST_PROBE_RPS = 0.5
+# Loads (fractions of the capacity load) the ladder should also hold, so the latency-throughput
+# curve has points between the lightest load and capacity; probed only where no probe is near.
+LADDER_FRACTIONS = (0.25, 0.5, 0.75)
+
+
+class LoadPoint(BaseModel):
+    """One probed load and what the variant did there (latencies in ms, per-GPU throughput)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    load: float = Field(description="Offered load per replica: req/s (rate) or users")
+    requests_per_s_per_gpu: float
+    output_tokens_per_s_per_gpu: float
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    meets_sla: bool
+    meets_headroom: bool
+    band: Band | None = Field(default=None, description="The prediction's error band here")
+    meets_band: bool = Field(default=True, description="Latencies x (1 + band) meet the SLA")
+
+
+class Capacity(BaseModel):
+    """A variant's capacity at the SLA, its operating point with headroom, and the probed ladder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: LoadMode
+    tensor_parallel_size: int = 1  # GPUs of one replica (TP x DP)
+    headroom: float = CAPACITY_HEADROOM
+    points: list[LoadPoint] = Field(default_factory=list, description="Every probe, by load")
+    probes: int = 0
+    probe_s: float = 0.0
+    budget_exhausted: bool = False
+
+    def _best(self, ok: Callable[[LoadPoint], bool]) -> LoadPoint | None:
+        passing = [p for p in self.points if ok(p)]
+        return max(passing, key=lambda p: p.load) if passing else None
+
+    @property
+    def at_sla(self) -> LoadPoint | None:
+        """The highest probed load meeting the SLA (None: not even the lightest load does)."""
+        return self._best(lambda p: p.meets_sla)
+
+    @property
+    def operating(self) -> LoadPoint | None:
+        """The highest probed load meeting the SLA with the headroom margin and the error band."""
+        return self._best(lambda p: p.meets_headroom and p.meets_band)
+
+    @property
+    def rps_per_gpu(self) -> float:
+        """Capacity in requests/s per GPU (0 when no load meets the SLA)."""
+        p = self.at_sla
+        return p.requests_per_s_per_gpu if p else 0.0
+
+    @property
+    def tok_s_per_gpu(self) -> float:
+        """Goodput at the SLA: output tokens/s per GPU at the capacity load."""
+        p = self.at_sla
+        return p.output_tokens_per_s_per_gpu if p else 0.0
+
+    @property
+    def ladder(self) -> list[LoadPoint]:
+        """The SLA-meeting probes, lightest load first: the variant's latency-throughput curve."""
+        return sorted((p for p in self.points if p.meets_sla), key=lambda p: p.load)
+
+
+class ProbeBudget(BaseModel):
+    """How much a capacity search may spend: probes, seconds, and the bisection tolerance."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_probes: int = Field(default=14, ge=2)
+    max_seconds: float | None = Field(default=None, gt=0)
+    rel_tol: float = Field(default=0.03, gt=0, lt=1)
+
+    @classmethod
+    def measured(cls) -> ProbeBudget:
+        """The default of a measured (torch, vllm) search: each probe runs real load, so it is
+        bounded in time too, and a tune on a slow device (a CPU) still finishes trials."""
+        return cls(max_probes=8, max_seconds=180.0)
+
+
+def workload_at(wl: Workload, mode: LoadMode, load: float) -> Workload:
+    """`wl` driven at `load`: a Poisson rate (req/s) or a number of closed-loop users."""
+    if mode == "rate":
+        return wl.model_copy(update={"rate_rps": load, "concurrency": None})
+    return wl.model_copy(update={"rate_rps": None, "concurrency": max(1, round(load))})
+
+
+def steady_sized(wl: Workload, in_flight: float) -> Workload:
+    """`wl` with an open-loop probe sized for steady state, unless the user fixed the counts.
+
+    By Little's law about `in_flight` requests are in the engine at once; the batch takes that
+    many arrivals to fill, so they are the warm-up, and at least as many are measured. A flat
+    200 requests at a high rate measure mostly the ramp (at 36 req/s on llama-3.1-8b/h200-sxm,
+    TPOT P95 10 ms with 200 requests, 21 ms with 2000). Measuring two fillings doubled the
+    default tune's time (15 s to 32 s here), so it is one.
+    """
+    if wl.num_requests is not None or wl.warmup_requests is not None:
+        return wl
+    fill = math.ceil(in_flight)
+    return wl.model_copy(
+        update={
+            "warmup_requests": max(wl.warmup_count, fill),
+            "num_requests": max(wl.measured_requests, fill),
+        }
+    )

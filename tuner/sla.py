@@ -1,0 +1,73 @@
+"""The SLA check, stated once: each bounded latency at the SLA percentile against its bound.
+
+Every caller asks `sla_violations` (or `meets_sla` on top of it): the capacity search, the
+error-band margin, the optimizer's constraints, the trial table and `tuner bench`'s summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.metrics import Metrics
+from tuner.specs import SLA
+
+__all__ = ["Violation", "meets_sla", "sla_violations", "tightened"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """How far one latency number is from its SLA bound (positive excess = miss)."""
+
+    metric: str  # "TTFT" or "TPOT"
+    value_ms: float
+    bound_ms: float
+
+    @property
+    def met(self) -> bool:
+        """The latency is within its bound."""
+        return self.value_ms <= self.bound_ms
+
+    @property
+    def relative(self) -> float:
+        """value / bound - 1: <= 0 meets the bound, 0.25 misses it by 25%."""
+        return self.value_ms / self.bound_ms - 1.0
+
+    def describe(self, percentile: int) -> str:
+        """'TTFT P95 812 ms > 500 ms (+62%)' style text."""
+        sign = "<=" if self.met else ">"
+        return (
+            f"{self.metric} P{percentile} {self.value_ms:.1f} ms {sign} {self.bound_ms:g} ms "
+            f"({self.relative:+.0%})"
+        )
+
+
+def sla_violations(
+    metrics: Metrics, sla: SLA, *, ttft_margin: float = 0.0, tpot_margin: float = 0.0
+) -> list[Violation]:
+    """Each bounded latency at the SLA percentile (times 1 + its margin) against its bound."""
+    p = sla.percentile
+    out = []
+    if sla.ttft_ms is not None:
+        out.append(Violation("TTFT", metrics.ttft_ms.at(p) * (1 + ttft_margin), sla.ttft_ms))
+    if sla.tpot_ms is not None:
+        out.append(Violation("TPOT", metrics.tpot_ms.at(p) * (1 + tpot_margin), sla.tpot_ms))
+    return out
+
+
+def meets_sla(
+    metrics: Metrics, sla: SLA, *, ttft_margin: float = 0.0, tpot_margin: float = 0.0
+) -> bool:
+    """Whether feasible `metrics` meet every bound of `sla` (latencies x (1 + margin))."""
+    checks = sla_violations(metrics, sla, ttft_margin=ttft_margin, tpot_margin=tpot_margin)
+    return metrics.feasible and all(v.met for v in checks)
+
+
+def tightened(sla: SLA, headroom: float) -> SLA:
+    """`sla` with every bound scaled by (1 - headroom)."""
+    scale = 1.0 - headroom
+    return sla.model_copy(
+        update={
+            "ttft_ms": None if sla.ttft_ms is None else sla.ttft_ms * scale,
+            "tpot_ms": None if sla.tpot_ms is None else sla.tpot_ms * scale,
+        }
+    )
