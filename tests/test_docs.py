@@ -34,7 +34,7 @@ def _load_script(path: Path) -> ModuleType:
 
 
 def _pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    return [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted(DOCS.rglob("*.md"))]
 
 
 def _slug(heading: str) -> str:
@@ -61,7 +61,7 @@ def broken_links(page: Path) -> list[str]:
     return broken
 
 
-def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
+def test_every_relative_link_in_the_readme_architecture_and_docs_resolves() -> None:
     bad = {str(p.relative_to(ROOT)): b for p in _pages() if (b := broken_links(p))}
     assert bad == {}
 
