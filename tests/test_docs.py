@@ -76,6 +76,29 @@ def test_the_link_check_catches_a_missing_file_and_a_missing_anchor(tmp_path: Pa
     assert broken_links(page) == ["c.md", "b.md#nope"]
 
 
+def _importable(dotted: str) -> bool:
+    """A module, or an attribute of one, by its dotted name."""
+    try:
+        importlib.import_module(dotted)
+        return True
+    except ModuleNotFoundError:
+        module, _, attr = dotted.rpartition(".")
+        return (
+            bool(module) and _importable(module) and hasattr(importlib.import_module(module), attr)
+        )
+
+
+def test_every_repository_path_and_module_the_docs_name_exists() -> None:
+    """Code moves; the docs must follow (a `tuner/...` path or `tuner.x.y` name in backticks)."""
+    text = "\n".join(p.read_text() for p in _pages())
+    paths = set(re.findall(r"`((?:tuner|benchmarks|scripts|tests)/[\w/.-]*[\w/])`", text))
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    for dotted in sorted(set(re.findall(r"`(tuner(?:\.\w+)+)`", text))):
+        if not _importable(dotted):
+            missing.append(dotted)
+    assert missing == []
+
+
 def test_every_docs_page_is_linked_from_the_readme_or_the_docs_index() -> None:
     linked = set()
     for page in (ROOT / "README.md", DOCS / "README.md"):
