@@ -4,7 +4,7 @@
     python scripts/cli_reference.py --check    # exit 1 when docs/cli.md is stale
 
 Every command of `tuner.cli.app` with its help text, its usage line and a table of its
-arguments and options (flag, type, help with the default and range click shows in `--help`).
+arguments and options: flag, type (with its range), default and help, as `--help` shows them.
 """
 
 from __future__ import annotations
@@ -35,20 +35,39 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _split_extras(help_text: str) -> tuple[str, list[str]]:
+    """Help text and the bracketed extras click appends (default, range, required)."""
+    head, sep, tail = help_text.rpartition("  [")
+    if not sep or not tail.endswith("]"):
+        return help_text, []
+    return head, tail[:-1].split("; ")
+
+
+def _option_row(flags: str, help_text: str) -> str:
+    """One option's row: flag, type (with its range), default, help."""
+    flag, _, metavar = flags.partition(" <")
+    text, extras = _split_extras(help_text)
+    default = next((e.removeprefix("default: ") for e in extras if e.startswith("default: ")), "")
+    if "required" in extras:
+        default = "required"
+    kind = metavar.rstrip(">") or "flag"
+    ranges = [e for e in extras if e != "required" and not e.startswith("default: ")]
+    if ranges:
+        kind = f"{kind} ({', '.join(ranges)})"
+    cells = [f"`{flag}`", kind, f"`{default}`" if default else "", text]
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
 def _param_row(param: Any, ctx: Any) -> str | None:
     """One table row for an option or argument; None for hidden ones."""
     if getattr(param, "hidden", False):
         return None
     if param.param_type_name == "argument":
-        name = param.name.upper()
+        need = "required" if param.required else ""
         help_text = getattr(param, "help", None) or ""
-        need = "required" if param.required else "optional"
-        return f"| `{_cell(name)}` | argument, {need}; {_cell(help_text)} |"
+        return f"| `{param.name.upper()}` | argument | {need} | {_cell(help_text)} |"
     record = param.get_help_record(ctx)
-    if record is None:
-        return None
-    flags, help_text = record
-    return f"| `{_cell(flags)}` | {_cell(help_text)} |"
+    return None if record is None else _option_row(*record)
 
 
 def _command_section(name: str, command: Any, group: Any) -> list[str]:
@@ -60,7 +79,7 @@ def _command_section(name: str, command: Any, group: Any) -> list[str]:
         lines += [command.help.strip(), ""]
     rows = [row for p in command.params if (row := _param_row(p, ctx)) is not None]
     if rows:
-        lines += ["| flag | help |", "| --- | --- |", *rows, ""]
+        lines += ["| flag | type | default | help |", "| --- | --- | --- | --- |", *rows, ""]
     return lines
 
 

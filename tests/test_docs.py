@@ -131,6 +131,21 @@ def test_the_cli_reference_covers_every_command_and_option() -> None:
                 assert f"`{param.opts[0]}" in text, (name, param.opts)
 
 
+def test_a_cli_reference_row_splits_type_range_default_and_help() -> None:
+    cli_reference = _load_script(ROOT / "scripts" / "cli_reference.py")
+    row = cli_reference._option_row(
+        "--num-gpus <int range>", "GPUs [default: 8; local]  [default: 8; x>=1]"
+    )
+    assert row == "| `--num-gpus` | int range (x>=1) | `8` | GPUs [default: 8; local] |"
+    assert cli_reference._option_row("--url <str>", "Base URL  [required]") == (
+        "| `--url` | str | `required` | Base URL |"
+    )
+    assert (
+        cli_reference._option_row("--json", "As JSON | raw")
+        == "| `--json` | flag |  | As JSON \\| raw |"
+    )
+
+
 def test_the_cli_reference_check_mode_flags_a_stale_file(tmp_path: Path) -> None:
     cli_reference = _load_script(ROOT / "scripts" / "cli_reference.py")
     stale = tmp_path / "cli.md"
