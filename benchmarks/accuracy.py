@@ -8,13 +8,14 @@ Only the shared constants of tuner/perf/efficiency.py are tuned against these ro
 here depends on a row's id, source or engine.
 
     python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--moe-csv PATH] [--json]
-                                  [--write-bands [PATH]]
+                                  [--write-bands [PATH]] [--write-docs PATH]
 
 It also prints an FP4 block (the nvfp4 silicon rows) and a MoE block (moe_public.csv).
 
 `--write-bands` also writes the per-quantity validation errors that `tuner.perf.bands` uses as
 the error band of an uncalibrated prediction (default: tuner/data/validation_bands.json, shipped
-in the package). Which rows back which quantity is `BAND_BASIS` below.
+in the package). Which rows back which quantity is `BAND_BASIS` below. `--write-docs PATH`
+writes the summary blocks as the markdown page docs/accuracy.md (`accuracy_docs.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import accuracy_docs
 import numpy as np
 import silicon
 
@@ -297,6 +299,46 @@ def write_bands(
     return bands
 
 
+def write_docs_page(
+    path: Path,
+    public: dict[str, tuple[float, int]],
+    silicon_results: list[silicon.SiliconResult],
+    silicon_summary: dict[str, dict[str, float]],
+    fp4_ids: set[str],
+    moe_results: list[silicon.SiliconResult],
+    by_protocol: list[silicon.SiliconResult],
+) -> None:
+    """Write the printed summary blocks as the markdown page docs/accuracy.md."""
+    fp4 = [r for r in silicon_results if r.row_id in fp4_ids]
+    blocks = [
+        accuracy_docs.Block(
+            "Closed-loop silicon rows (`benchmarks/data/silicon_public.csv`)",
+            accuracy_docs.SILICON_NOTE,
+            silicon_results,
+            silicon_summary,
+        ),
+        accuracy_docs.Block(
+            "FP4 block", accuracy_docs.FP4_NOTE, fp4, silicon.summarize_errors(fp4)
+        ),
+        accuracy_docs.Block(
+            "MoE block (`benchmarks/data/moe_public.csv`, distinct rows)",
+            accuracy_docs.MOE_NOTE,
+            moe_results,
+            silicon.summarize_errors(moe_results),
+        ),
+        accuracy_docs.Block(
+            "MoE block by client protocol",
+            accuracy_docs.PROTOCOL_NOTE,
+            by_protocol,
+            silicon.summarize_errors(by_protocol),
+            group="protocol",
+        ),
+    ]
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    shipped = ValidationBands.model_validate_json(DEFAULT_BANDS.read_text())
+    accuracy_docs.write_docs(path, public, blocks, shipped, today)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the per-row table, skipped rows and per-metric median absolute error."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -313,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PATH",
         help=f"write the validation bands (default {DEFAULT_BANDS})",
     )
+    ap.add_argument("--write-docs", type=Path, metavar="PATH", help="write docs/accuracy.md")
     args = ap.parse_args(argv)
     results = [predict_row(r) for r in silicon.load_rows(args.csv)]
     summary = median_abs_errors(results)
@@ -338,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{e.median_abs_rel_error:.1%} over {e.rows} rows",
                 file=sys.stderr,
             )
+    if args.write_docs is not None:
+        docs = (silicon_results, silicon_summary, fp4_ids, moe_results, by_protocol)
+        write_docs_page(args.write_docs, summary, *docs)
     if args.json:
         doc: dict[str, object] = {
             k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()
