@@ -8,7 +8,7 @@ import pytest
 
 from tuner.errors import InputError
 from tuner.export.dispatch import export_config, expressible, write_engine_exports, write_exports
-from tuner.export.trial import export_trial
+from tuner.run.export_trial import export_trial
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
 from tuner.search.trials import TrialRecord
@@ -56,8 +56,8 @@ def test_export_trial_writes_a_trial_folder_or_says_why_not(tmp_path: Path) -> N
     run = tmp_path / "run"
     records = tune(spec, run, fresh=True).records
     done = next(r for r in records if r.config is not None)
-    out = export_trial(spec, run, done.number)
+    out = export_trial(run, done.number)
     assert out.folder == run / "exports" / f"trial-{done.number}"
     assert (out.folder / "README.md").is_file() and set(out.exports) == {"vllm", "sglang", "trtllm"}
     with pytest.raises(InputError, match=r"no trial 99 \(trials 0\.\.3\)"):
-        export_trial(spec, run, 99)
+        export_trial(run, 99)

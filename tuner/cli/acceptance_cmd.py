@@ -16,6 +16,7 @@ from tuner.cli.output import print_table, say
 from tuner.errors import InputError
 from tuner.perf.speculative import expected_tokens_from_curve
 from tuner.real_model import SMOLLM2_CATALOG_NAME
+from tuner.specs import NGRAM
 
 __all__ = ["acceptance"]
 
@@ -26,7 +27,7 @@ def _check_flags(
     """One-line errors for flags the measurement cannot take."""
     if model != SMOLLM2_CATALOG_NAME:
         raise InputError(f"--model {model}: real weights exist for {SMOLLM2_CATALOG_NAME} only")
-    if draft not in ("ngram", "model"):
+    if draft not in (NGRAM, "model"):
         raise InputError(f"--draft {draft}: choose ngram or model")
     if k < 1:
         raise InputError(f"--k {k}: must be at least 1")
@@ -53,9 +54,9 @@ def _table(curve: AcceptanceCurve, reached: tuple[int, ...], accepted: tuple[int
 @guarded
 def acceptance(
     model: Annotated[str, typer.Option(help="Model with real weights")] = SMOLLM2_CATALOG_NAME,
-    draft: Annotated[str, typer.Option(help="ngram (prompt lookup) | model (quantized copy)")] = (
-        "ngram"
-    ),
+    draft: Annotated[
+        str, typer.Option(help="ngram (prompt lookup) | model (quantized copy)")
+    ] = NGRAM,
     k: Annotated[int, typer.Option(help="Draft positions measured per verify step")] = 4,
     kind: Annotated[str, typer.Option(help="Prompts measured: all | chat | code")] = "all",
     max_new_tokens: Annotated[int, typer.Option(help="Output cap per prompt")] = 48,

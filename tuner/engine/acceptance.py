@@ -27,6 +27,7 @@ from tuner.calibration_schema import AcceptanceCurve
 from tuner.engine.generate import Engine, EngineLimits
 from tuner.engine.model import Transformer
 from tuner.errors import InputError
+from tuner.specs import NGRAM
 
 __all__ = [
     "DEFAULT_DRAFT_QUANTIZATION",
@@ -165,14 +166,14 @@ def measure_smollm2(
     from tuner.engine.weights import build_model
     from tuner.real_model import SMOLLM2_CATALOG_NAME, ensure_smollm2
 
-    if draft not in ("ngram", "model"):
+    if draft not in (NGRAM, "model"):
         raise InputError(f"--draft {draft}: choose ngram or model")
     chosen = load_prompts(kind)[:limit]
     path = ensure_smollm2()
     ids, stop = chat_token_ids(path, chosen)
     spec = load_model(SMOLLM2_CATALOG_NAME)
     target = build_model(spec, model_path=path, dtype=torch.float32)
-    draft_model, name = None, "ngram"
+    draft_model, name = None, NGRAM
     if draft == "model":
         draft_model = build_model(spec, model_path=path)
         quantize_model(draft_model, draft_quantization)

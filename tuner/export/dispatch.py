@@ -17,6 +17,7 @@ from tuner.export.bundle import EngineExport
 from tuner.run.spec import RunSpec
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
+from tuner.validity import served_model_len
 
 __all__ = ["export_config", "expressible", "write_engine_exports", "write_exports"]
 
@@ -30,8 +31,11 @@ def export_config(
     """Each engine's export for `config`, or the reason that engine cannot express it."""
     out: dict[str, EngineExport | str] = {}
     model = spec.model_source
+    # The served --max-model-len, so that a chunked-prefill-off variant is checked against the
+    # workload's longest request exactly as predict and the backends check it.
+    model_len = served_model_len(spec.context())
     makers = {
-        "vllm": lambda: vllm.export(config, model, gpu=spec.gpu),
+        "vllm": lambda: vllm.export(config, model, gpu=spec.gpu, max_model_len=model_len),
         "sglang": lambda: sglang.export(config, model, gpu=spec.gpu),
         "trtllm": lambda: trtllm.export(config, model, metrics=metrics, gpu=spec.gpu),
     }

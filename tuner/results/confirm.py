@@ -7,14 +7,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.results.io import keep_layout, read_result
-from tuner.run.confirm import ConfirmedVariant, ConfirmOptions
 from tuner.run.spec import RunSpec
+from tuner.screen.options import ScreenOptions
+from tuner.screen.variant import ConfirmedVariant
 
 __all__ = ["CONFIRM_HEADER", "CONFIRM_SCHEMA_VERSION", "ConfirmFile", "load_confirm"]
 
 # The layout confirm.yaml is written in; version 1 only added the key to version 0's layout.
 CONFIRM_SCHEMA_VERSION = 1
-CONFIRM_HEADER = "# tuner tune --screen: measured confirmation\n"
+CONFIRM_HEADER = "# tuner tune --screen: the screened tune's measurements\n"
 
 
 class ConfirmFile(BaseModel):
@@ -23,7 +24,7 @@ class ConfirmFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = Field(default=CONFIRM_SCHEMA_VERSION, description="Layout of the file")
-    options: ConfirmOptions
+    options: ScreenOptions
     baseline_source: str = Field(description="Where the engine-default baseline came from")
     gain_over_defaults: float | None = Field(description="Measured capacity gain over baseline")
     passed_over: list[str] = Field(description="Screen variants not measured, and why")

@@ -20,7 +20,6 @@ from tuner.specs import EngineConfig, Metrics
 
 __all__ = [
     "CAPACITY_COLUMNS",
-    "capacity_block",
     "capacity_fields",
     "engine_picks",
     "format_load",
@@ -147,13 +146,6 @@ def capacity_fields(
         ),
         capacity_probes=cap.probes,
     )
-
-
-def capacity_block(
-    cap: Capacity, config: EngineConfig, metrics: Metrics, pct: int
-) -> dict[str, Any]:
-    """`capacity_fields` as best.yaml writes it (for writers that still build a dict)."""
-    return capacity_fields(cap, config, metrics, pct).model_dump(mode="json")
 
 
 def _frontier_row(i: int, q: FrontPoint, r: TrialRecord, pct: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport
-from tuner.run.folder import write_exports
+from tuner.export.dispatch import write_exports
 from tuner.run.spec import load_run_spec
 from tuner.run.tune import open_study, readable_study
 from tuner.search.trials import TrialRecord, record_from_frozen

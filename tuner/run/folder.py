@@ -8,10 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import InputError
-
-# write_exports is re-exported for callers that still import it from here (cli/tune_cmd.py,
-# run/confirm_out.py); its home is tuner.export.dispatch.
-from tuner.export.dispatch import write_engine_exports, write_exports
+from tuner.export.dispatch import write_engine_exports
 from tuner.report.data import report_data
 from tuner.report.render import render_html
 from tuner.results.best import CapacityFields, ExportPick, TunedBest, TunedPick
@@ -34,7 +31,6 @@ __all__ = [
     "claim_run_dir",
     "make_run_dir",
     "write_best",
-    "write_exports",
     "write_outputs",
     "write_trials_csv",
 ]

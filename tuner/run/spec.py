@@ -27,6 +27,7 @@ from tuner.specs import (
     ModelSpec,
     SearchSpace,
     Workload,
+    is_model_draft,
 )
 
 __all__ = [
@@ -121,7 +122,7 @@ class RunSpec(BaseModel):
         """Cross-field checks that pydantic field types cannot express."""
         if self.sampler not in SAMPLERS:
             raise InputError(f"unknown sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
-        missing = [d for d in self.space.draft_model if d not in (None, "ngram", *self.drafts)]
+        missing = [d for d in self.space.draft_model if is_model_draft(d) and d not in self.drafts]
         if missing:
             raise InputError(f"draft models {missing} are not resolved in the run spec")
         return self
@@ -148,7 +149,7 @@ class RunSpec(BaseModel):
 
 def resolve_drafts(space: SearchSpace) -> dict[str, ModelSpec]:
     """Catalog (or path) draft models named in the space; 'ngram' needs no model."""
-    return {d: catalog.load_model(d) for d in space.draft_model if d not in (None, "ngram")}
+    return {d: catalog.load_model(d) for d in space.draft_model if is_model_draft(d)}
 
 
 def load_run_spec(path: Path) -> RunSpec:

@@ -8,10 +8,11 @@ import io
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tuner.run.capacity_out import capacity_block
-from tuner.run.folder import write_exports
+from tuner.export.dispatch import write_exports
+from tuner.results.best import MeasuredPick, ScreenedBest, VariantSummary
+from tuner.results.confirm import CONFIRM_HEADER, ConfirmFile
+from tuner.results.io import dump_result, write_atomic
+from tuner.run.capacity_out import capacity_fields
 from tuner.run.spec import RunSpec
 from tuner.screen.options import ScreenOptions
 from tuner.screen.variant import ConfirmedVariant
@@ -96,31 +97,31 @@ def write_confirm_yaml(
     gain: float | None,
 ) -> None:
     """confirm.yaml: the run's inputs, the options, and every confirmed variant in full."""
-    data = {
-        "options": options.model_dump(mode="json"),
-        "baseline_source": baseline_source,
-        "gain_over_defaults": gain,
-        "passed_over": passed_over,
-        "variants": [v.model_dump(mode="json") for v in variants],
-        "spec": spec.model_dump(mode="json"),
-    }
-    header = "# tuner tune --screen: the screened tune's measurements\n"
-    path.write_text(header + yaml.safe_dump(data, sort_keys=False))
+    doc = ConfirmFile(
+        options=options,
+        baseline_source=baseline_source,
+        gain_over_defaults=gain,
+        passed_over=passed_over,
+        variants=variants,
+        spec=spec,
+    )
+    write_atomic(path, dump_result(doc, CONFIRM_HEADER))
 
 
-def _summary(v: ConfirmedVariant, pct: int) -> dict[str, Any]:
+def _summary(v: ConfirmedVariant, pct: int) -> VariantSummary:
     m = v.measured
-    return {
-        "role": v.role,
-        "predicted_rank": v.predicted_rank,
-        "screen_trial": v.screen_trial,
-        "status": v.status,
-        "meets_sla": v.meets_sla,
-        "config": v.config.model_dump(mode="json"),
-        "capacity_tok_s_per_gpu": m.capacity_tok_s_per_gpu if m else None,
-        f"ttft_p{pct}_ms": m.ttft_ms if m else None,
-        f"tpot_p{pct}_ms": m.tpot_ms if m else None,
-    }
+    return VariantSummary(
+        percentile=pct,
+        role=v.role,
+        predicted_rank=v.predicted_rank,
+        screen_trial=v.screen_trial,
+        status=v.status,
+        meets_sla=v.meets_sla,
+        config=v.config,
+        capacity_tok_s_per_gpu=m.capacity_tok_s_per_gpu if m else None,
+        ttft_ms=m.ttft_ms if m else None,
+        tpot_ms=m.tpot_ms if m else None,
+    )
 
 
 def write_best_measured(
@@ -132,24 +133,24 @@ def write_best_measured(
 ) -> dict[str, Path]:
     """best.yaml (and exports/ when something met the SLA) from the measured recommendation."""
     pct = spec.sla.percentile
-    data: dict[str, Any] = {
-        "sla": spec.sla.model_dump(mode="json"),
-        "rule": CONFIRM_RULE,
-        "mode": "confirmed",
-        "recommended": None,
-    }
     files = {"best.yaml": run_dir / "best.yaml"}
+    pick = None
     if recommended is not None:
-        rec = _summary(recommended, pct)
         cap, metrics = recommended.capacity, recommended.metrics
         assert cap is not None and metrics is not None
-        rec.update(capacity_block(cap, recommended.config, metrics, pct))
-        rec["backend"] = metrics.backend
-        data["recommended"] = rec
+        fields = capacity_fields(cap, recommended.config, metrics, pct)
+        pick = MeasuredPick(
+            **dict(_summary(recommended, pct)), **dict(fields), backend=metrics.backend
+        )
         write_exports(recommended.config, spec, run_dir / "exports", metrics)
         files["exports"] = run_dir / "exports"
-    data["baseline"] = _summary(baseline, pct)
-    data["gain_over_defaults"] = gain
-    data["screen"] = "screen/best.yaml holds the simulator's own (unmeasured) pick"
-    files["best.yaml"].write_text(yaml.safe_dump(data, sort_keys=False))
+    best = ScreenedBest(
+        sla=spec.sla,
+        rule=CONFIRM_RULE,
+        recommended=pick,
+        baseline=_summary(baseline, pct),
+        gain_over_defaults=gain,
+        screen="screen/best.yaml holds the simulator's own (unmeasured) pick",
+    )
+    write_atomic(files["best.yaml"], dump_result(best))
     return files

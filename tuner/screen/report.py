@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from tuner.run.html_page import ONERROR_JS, plot_divs, plot_script
+from tuner.report.page import page_html
 from tuner.screen.variant import ConfirmedVariant
 
 __all__ = ["parity_figures", "render_confirm_html"]
@@ -114,24 +114,10 @@ def render_confirm_html(
     ok: bool,
 ) -> str:
     """The self-contained page: summary lines, the confirmed variants' table, parity charts."""
-    from plotly.offline import get_plotlyjs
-
     summary = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
-    divs, script = plot_divs(figs), plot_script(figs)
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>{_CSS}</style><script>{ONERROR_JS}</script>
-<script>{get_plotlyjs()}</script></head>
-<body><h1>{html.escape(title)}</h1>
-<pre id="js-errors"></pre>
-<div class="{"ok" if ok else "fail"}">{summary}</div>
+    body = f"""<div class="{"ok" if ok else "fail"}">{summary}</div>
 <p>The simulator's screen of the whole space: <a href="screen/report.html">screen/report.html</a>.
 </p>
 <h2>Confirmed variants: predicted vs measured</h2>{_table(rows)}
-<h2>Parity</h2>{divs}
-<script>{script}
-document.body.setAttribute('data-plots-rendered',
-  document.querySelectorAll('.plot .main-svg').length);
-</script>
-</body></html>
-"""
+<h2>Parity</h2>"""
+    return page_html(title, body, figs, _CSS)
