@@ -349,7 +349,7 @@ def predict_silicon_row(
         num_gpus=config.tensor_parallel_size * config.data_parallel_size,
     )
     metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=setup.mix_prefill_decode,
-                              batch_wait=setup.batch_wait)  # fmt: skip
+                              batch_wait=setup.batch_wait, engine=row["backend"])  # fmt: skip
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
         return res

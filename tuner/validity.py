@@ -193,10 +193,8 @@ def _budget_below_seqs(c: Any, ctx: Context) -> str | None:
 def longest_request_tokens(workload: Workload) -> int:
     """Tokens of the workload's longest request (prompt + output): the lengths file's longest
     pair, else the mean lengths stretched by the spread."""
-    from tuner.bench.lengths import workload_length_pairs
-
-    pairs = workload_length_pairs(workload.lengths_file)
-    if pairs is not None and len(pairs):
+    pairs = _length_pairs(workload)
+    if pairs is not None:
         return int(pairs.sum(axis=1).max())
     mean = workload.input_tokens + workload.output_tokens
     return math.ceil(mean * (1 + workload.length_spread))
@@ -229,6 +227,31 @@ def _unchunked_budget(c: Any, ctx: Context) -> str | None:
     return unchunked_reason(c, served_model_len(ctx))
 
 
+def _unchunked_prompt(c: Any, ctx: Context) -> str | None:
+    # SGLang and TensorRT-LLM start with any budget; without chunking they only need each
+    # prompt to fit one step (TensorRT-LLM rejects a longer prompt, SGLang admits it alone).
+    pairs = _length_pairs(ctx.workload)
+    w = ctx.workload
+    prompt = (
+        int(pairs[:, 0].max())
+        if pairs is not None
+        else math.ceil(w.input_tokens * (1 + w.length_spread))
+    )
+    if not c.enable_chunked_prefill and c.max_num_batched_tokens < prompt:
+        return (
+            f"chunked prefill off needs max_num_batched_tokens >= the longest prompt {prompt}; "
+            f"got {c.max_num_batched_tokens}"
+        )
+    return None
+
+
+def _length_pairs(workload: Workload) -> Any:
+    from tuner.bench.lengths import workload_length_pairs
+
+    pairs = workload_length_pairs(workload.lengths_file)
+    return pairs if pairs is not None and len(pairs) else None
+
+
 RULES: tuple[Rule, ...] = (
     Rule(("*",), lambda c, ctx: config_reason(c)),
     Rule(("quantization",), _fp8_weights),
@@ -250,10 +273,19 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def invalid_reason(config: Any, ctx: Context) -> str | None:
-    """Why `config` cannot run under `ctx` (first failing rule), or None when it is valid."""
+# The rules only vLLM enforces at start-up, and what replaces them when the measured engine is
+# another one (benchmarks/silicon.py replays SGLang and TensorRT-LLM rows that did start).
+VLLM_START_RULES = {_unchunked_budget: _unchunked_prompt}
+
+
+def invalid_reason(config: Any, ctx: Context, *, engine: str = "vllm") -> str | None:
+    """Why `config` cannot run under `ctx` (first failing rule), or None when it is valid.
+
+    `engine` is the engine the variant runs on: the tuner's default target is vLLM, whose
+    start-up checks apply; another engine gets the physical form of those rules."""
     for rule in RULES:
-        reason = rule.check(config, ctx)
+        check = rule.check if engine == "vllm" else VLLM_START_RULES.get(rule.check, rule.check)
+        reason = check(config, ctx)
         if reason:
             return reason
     return None

@@ -85,16 +85,18 @@ def predict_metrics(
     *,
     mix_prefill_decode: bool = True,
     batch_wait: tuple[int, int] = (0, 0),
+    engine: str = "vllm",
 ) -> Metrics:
     """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
 
     `mix_prefill_decode=False` replays a prefill-first engine whose prefill steps stall decodes;
     `batch_wait=(iters, tokens)` an engine that holds new prompts to batch them (TensorRT-LLM).
+    `engine` names the engine replayed when it is not vLLM (tuner.validity.invalid_reason).
     `eff=None` uses the constants of `ctx.gpu` (its calibration, else the defaults).
     """
     eff = resolve_efficiency(eff, ctx.gpu)
     wl = workload or ctx.workload
-    reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
+    reason = invalid_reason(config, ctx, engine=engine)  # the rules predict and tune refuse with
     if reason:
         return Metrics.infeasible(reason, BACKEND)
     draft = ctx.draft if draft_to_load(config) else None
