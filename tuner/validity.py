@@ -44,12 +44,15 @@ MODEL_LEN_ROUND_TOKENS = 256
 FP8_BLOCK = 128
 
 
+Check = Callable[[Any, "Context"], "str | None"]
+
+
 @dataclass(frozen=True)
 class Rule:
     """One validity rule: the knobs it reads and the check (None = valid)."""
 
     reads: tuple[str, ...]
-    check: Callable[[Any, Context], str | None]
+    check: Check
 
 
 def _needs_reason(knob: Knob, c: Any) -> str | None:
@@ -275,7 +278,7 @@ RULES: tuple[Rule, ...] = (
 
 # The rules only vLLM enforces at start-up, and what replaces them when the measured engine is
 # another one (benchmarks/silicon.py replays SGLang and TensorRT-LLM rows that did start).
-VLLM_START_RULES = {_unchunked_budget: _unchunked_prompt}
+VLLM_START_RULES: dict[Check, Check] = {_unchunked_budget: _unchunked_prompt}
 
 
 def invalid_reason(config: Any, ctx: Context, *, engine: str = "vllm") -> str | None:
