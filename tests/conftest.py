@@ -1,4 +1,4 @@
-"""Shared pytest configuration: the `gpu` marker skips without CUDA."""
+"""Shared pytest configuration: the `gpu` marker skips without CUDA (tiers: pyproject markers)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,16 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+# Last, after `-m` has deselected: a run without gpu tests (`-m unit`) never imports torch.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked `gpu` when no CUDA device is present."""
-    if _cuda_available():
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu or _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
-    for item in items:
-        if item.get_closest_marker("gpu") is not None:
-            item.add_marker(skip)
+    for item in gpu:
+        item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

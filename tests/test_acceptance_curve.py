@@ -21,6 +21,8 @@ from tuner.perf.speculative import (
 from tuner.search.trials import TrialRecord
 from tuner.specs import Context, EngineConfig, GPUProfile, Workload
 
+pytestmark = pytest.mark.unit
+
 probability = st.floats(min_value=0.0, max_value=1.0)
 
 

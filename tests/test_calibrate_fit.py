@@ -15,6 +15,8 @@ from tuner.perf.efficiency import DEFAULT_EFFICIENCY, efficiency_of
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, EngineConfig, Workload
 
+pytestmark = pytest.mark.unit
+
 # Known constants, each well away from its default, that the synthetic data are generated with.
 TRUE = replace(
     DEFAULT_EFFICIENCY,

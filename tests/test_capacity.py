@@ -18,6 +18,8 @@ from tuner.search.frontier import capacity_frontier
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
 
+pytestmark = pytest.mark.unit
+
 # The capacity search stops when its bracket is this narrow (ProbeBudget.rel_tol): two searches
 # of the same boundary agree within it, so invariants are checked up to it.
 TOL = ProbeBudget().rel_tol

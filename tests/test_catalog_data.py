@@ -14,6 +14,8 @@ from tuner import catalog
 from tuner.detect import match_profile
 from tuner.specs import Architecture, GPUProfile, ModelSpec
 
+pytestmark = pytest.mark.unit
+
 GPU_FILES = sorted(catalog.data_dir("hardware_profiles").glob("*.yaml"))
 MODEL_FILES = sorted(catalog.data_dir("models").glob("*.yaml"))
 

@@ -15,6 +15,8 @@ from tuner.engine.quantize import (
     quantize_model,
 )
 
+pytestmark = pytest.mark.unit
+
 # Mean KL (nats) and max |logit diff| bounds on the tiny fp32 model (hidden 128, logit std ~5.6;
 # measured: int8-wo 0.005 / 0.85, int8 0.012 / 0.98, fp8 0.06 / 2.9, int4 1.1 / 7.8). Random
 # Gaussian weights are the worst case for 4-bit round-to-nearest; real weights do better.

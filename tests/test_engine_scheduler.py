@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tuner.engine.kv_cache import BlockAllocator
 from tuner.engine.scheduler import Scheduler, Sequence, blocks_needed
+
+pytestmark = pytest.mark.unit
 
 
 def _drive(sched: Scheduler, seqs: list[Sequence], max_steps: int) -> int:

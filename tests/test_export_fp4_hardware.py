@@ -9,6 +9,8 @@ from tuner.errors import InputError
 from tuner.export import sglang, trtllm, vllm
 from tuner.specs import EngineConfig
 
+pytestmark = pytest.mark.unit
+
 NVFP4 = EngineConfig(quantization="nvfp4", tensor_parallel_size=8)
 
 

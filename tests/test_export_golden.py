@@ -14,6 +14,8 @@ from tuner.errors import InputError
 from tuner.export import sglang, trtllm, vllm
 from tuner.specs import EngineConfig, Metrics
 
+pytestmark = pytest.mark.unit
+
 GOLDEN = Path(__file__).parent / "golden"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 CASES = {

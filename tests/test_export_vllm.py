@@ -13,6 +13,8 @@ from tuner.errors import InputError
 from tuner.export import vllm
 from tuner.specs import EngineConfig, KVDtype, Quantization
 
+pytestmark = pytest.mark.unit
+
 configs = st.builds(
     EngineConfig,
     quantization=st.sampled_from(list(Quantization)),

@@ -17,6 +17,8 @@ from tuner.detect_amd import amd_market_name, amd_smi_gpus
 from tuner.errors import InputError
 from tuner.specs import Architecture, GPUProfile
 
+pytestmark = pytest.mark.unit
+
 NEW_GPUS = ["rtx-5090", "rtx-pro-6000", "b300", "gb200", "mi300x", "mi325x", "mi355x", "h20"]
 
 # (profile, field, datasheet value): the figures each YAML's header comment derives.

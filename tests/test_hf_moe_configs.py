@@ -22,6 +22,8 @@ from tuner.errors import InputError
 from tuner.hf_config import spec_fields
 from tuner.model_spec import ModelSpec
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = Path(__file__).resolve().parent / "data" / "hf_configs"
 NAMES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 # Everything but identity and the publisher's figures: what the config.json determines.

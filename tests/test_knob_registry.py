@@ -7,9 +7,13 @@ import csv
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
+import pytest
+
 from tuner import knobs
+from tuner.knobs.declared import EngineKnobs, SpaceKnobs
 from tuner.search.trials import KNOBS
 from tuner.specs import EngineConfig, SearchSpace
 
@@ -33,14 +37,22 @@ print("tune exit:", tune.exit_code, tune.output)
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    return subprocess.run([sys.executable, "-c", _SCRIPT, *args], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", _SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_a_knob_registered_alone_reaches_space_cli_help_and_csv(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    out = _cli("tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--trials", "8",
-               "--num-requests", "20", "--scratch-level", "2,3", "--run-dir", str(run))  # fmt: skip
+    out = _cli(
+        *("tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--trials", "8"),
+        *("--num-requests", "20", "--scratch-level", "2,3", "--run-dir", str(run)),
+    )
     assert out.returncode == 0, out.stderr
     assert "space-field: True" in out.stdout
     for command in ("predict", "tune"):
@@ -67,3 +79,46 @@ def test_every_value_gets_a_colour_even_one_the_registry_does_not_list() -> None
     colours = [knobs.color_for("quantization", q) for q in knobs.Quantization]
     assert len(set(colours)) == len(colours)
     assert knobs.color_for("quantization", "int2-new") in knobs.PALETTE
+
+
+def test_the_typed_declarations_are_the_registry() -> None:
+    engine = typing.get_type_hints(EngineKnobs)
+    assert list(engine) == [k.name for k in knobs.registered()]
+    for name, kind in engine.items():
+        assert EngineConfig.model_fields[name].annotation == kind, name
+    space = typing.get_type_hints(SpaceKnobs)
+    assert tuple(space) == KNOBS
+    for name, kind in space.items():
+        assert SearchSpace.model_fields[name].annotation == kind, name
+
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mypy(tmp_path: Path, attribute: str) -> subprocess.CompletedProcess[str]:
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        "from tuner.specs import EngineConfig, SearchSpace\n"
+        f"print(EngineConfig().{attribute}, SearchSpace().{attribute})\n"
+    )
+    # From the repository root: its mypy settings (pydantic plugin) and cache apply.
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", str(snippet)],
+        capture_output=True,
+        text=True,
+        cwd=_ROOT,
+        env={**os.environ, "PYTHONPATH": str(_ROOT)},
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(("attribute", "caught"), [("kv_dtpe", True), ("kv_dtype", False)])
+def test_mypy_catches_a_misspelled_knob(tmp_path: Path, attribute: str, caught: bool) -> None:
+    out = _mypy(tmp_path, attribute)
+    if caught:
+        assert out.returncode == 1, out.stdout
+        assert '"EngineConfigBase" has no attribute "kv_dtpe"  [attr-defined]' in out.stdout
+        assert '"SearchSpaceBase" has no attribute "kv_dtpe"  [attr-defined]' in out.stdout
+    else:
+        assert out.returncode == 0, out.stdout

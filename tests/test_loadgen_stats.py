@@ -17,6 +17,8 @@ from tuner.bench.stats import (
 )
 from tuner.specs import SLA
 
+pytestmark = pytest.mark.unit
+
 
 def _ok(ttft_s: float, gaps_s: list[float], tokens: int | None = None) -> RequestResult:
     n = tokens if tokens is not None else len(gaps_s) + 1

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 MOE_CSV = DATA / "moe_public.csv"
 SILICON_CSV = DATA / "silicon_public.csv"

@@ -14,6 +14,8 @@ from tuner.perf.memory import plan_memory, weight_bytes_per_gpu
 from tuner.perf.precision import precision_for
 from tuner.specs import SLA, Context, EngineConfig, Quantization, Workload
 
+pytestmark = pytest.mark.unit
+
 MODELS = catalog.list_names("models")
 GPUS = catalog.list_names("hardware_profiles")
 DENSE_MODELS = [n for n in MODELS if not catalog.load_model(n).is_moe]

@@ -16,6 +16,8 @@ from tuner.perf.memory import (
 )
 from tuner.specs import EngineConfig, KVDtype, Quantization, Workload
 
+pytestmark = pytest.mark.unit
+
 MODELS = catalog.list_names("models")
 GPUS = catalog.list_names("hardware_profiles")
 QUANTS = list(Quantization)

@@ -28,6 +28,8 @@ from tuner.specs import (
 )
 from tuner.validity import invalid_reason
 
+pytestmark = pytest.mark.unit
+
 
 def moe_spec(**update: object) -> ModelSpec:
     """A DeepSeek-shaped MoE (MLA, shared expert, first dense layer), scaled down."""

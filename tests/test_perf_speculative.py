@@ -11,6 +11,8 @@ from tuner.backends import get_backend
 from tuner.perf.speculative import expected_tokens_per_step
 from tuner.specs import SLA, Context, EngineConfig, Workload
 
+pytestmark = pytest.mark.unit
+
 
 @given(a=st.floats(0.0, 0.999), k=st.integers(1, 8))
 def test_expected_tokens_is_the_geometric_sum(a: float, k: int) -> None:

@@ -30,6 +30,8 @@ from tuner.plan.sizing import (
 from tuner.results.plan import load_plan
 from tuner.specs import EngineConfig, IntRange, KVDtype, Quantization, Workload
 
+pytestmark = pytest.mark.unit
+
 runner = CliRunner()
 SMALL = Workload(input_tokens=256, output_tokens=64, num_requests=40)
 KINDS = ["l40s", "h100-sxm"]

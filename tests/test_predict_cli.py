@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from tuner.cli import app
 
+pytestmark = pytest.mark.unit
+
 runner = CliRunner()  # click >= 8.2 keeps stdout and stderr apart (output interleaves both)
 BASE = ["predict", "--model", "llama-3.1-8b", "--gpu", "h200-sxm"]
 PERCENTILE_KEYS = {"mean", "p50", "p90", "p95", "p99"}

@@ -10,6 +10,8 @@ from tuner.backends.sim import SimBackend
 from tuner.perf.capacity import max_rate_meeting_sla, meets_sla
 from tuner.specs import SLA, Context, EngineConfig, Workload
 
+pytestmark = pytest.mark.unit
+
 
 def _ctx(model: str = "llama-3.1-8b", gpu: str = "h200-sxm", **wl: object) -> Context:
     return Context(

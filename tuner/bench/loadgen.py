@@ -322,8 +322,9 @@ async def arun_workload(
         )
         reqs = plan_requests(workload, plan, pool)
         # Probes at the mean lengths (no spread, no lengths file), content of another seed.
-        mean = plan_workload(workload.model_copy(update={"length_spread": 0.0}), None,
-                             count=options.probe_requests)  # fmt: skip
+        mean = plan_workload(
+            workload.model_copy(update={"length_spread": 0.0}), None, count=options.probe_requests
+        )
         probe_e2e_s = await client.probe(plan_requests(workload, mean, pool, seed_offset=1))
         finished = 0
 

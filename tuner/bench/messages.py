@@ -83,6 +83,7 @@ def check_url(url: str) -> str:
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
         raise InputError(f"--url {echo(url)}: not a URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise InputError(f"--url {echo(url)}: expected http(s)://HOST[:PORT], e.g. "
-                         "http://127.0.0.1:8000")  # fmt: skip
+        raise InputError(
+            f"--url {echo(url)}: expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:8000"
+        )
     return url

@@ -15,7 +15,8 @@ from typer._click import exceptions as click_errors
 from typer.core import TyperGroup
 
 from tuner.cli.output import console, err_console, print_error
-from tuner.errors import TunerError
+from tuner.errors import BackendError, TunerError
+from tuner.extras import missing_extra
 
 __all__ = ["INTERNAL_ERROR_EXIT", "app", "console", "err_console", "finite_positive", "guarded"]
 
@@ -50,12 +51,24 @@ class OneLineGroup(TyperGroup):
         except Exception as exc:  # a bug: still one line for the user; TUNER_DEBUG=1 shows it
             if os.environ.get("TUNER_DEBUG"):
                 raise
-            print_error(f"internal error ({type(exc).__name__}: {exc}); please report it "
-                        "(TUNER_DEBUG=1 shows the traceback)")  # fmt: skip
-            code = INTERNAL_ERROR_EXIT
+            code = _unexpected(exc)
         if standalone_mode:
             raise SystemExit(code)
         return code
+
+
+def _unexpected(exc: Exception) -> int:
+    """Print one line for an exception no command handled; the exit code it deserves."""
+    # An optional piece that is not installed is the user's to fix, not a bug.
+    missing = missing_extra(exc) if isinstance(exc, ImportError) else None
+    if missing:
+        print_error(missing)
+        return BackendError.exit_code
+    print_error(
+        f"internal error ({type(exc).__name__}: {exc}); please report it "
+        "(TUNER_DEBUG=1 shows the traceback)"
+    )
+    return INTERNAL_ERROR_EXIT
 
 
 app = typer.Typer(

@@ -70,8 +70,12 @@ def _table(m: Metrics) -> Table:
     t.add_column("metric")
     for col in ("mean", "P50", "P90", "P95", "P99"):
         t.add_column(col, justify="right")
-    for label, p in (("TTFT", m.ttft_ms), ("TPOT", m.tpot_ms), ("ITL", m.itl_ms),
-                     ("E2E", m.e2e_ms)):  # fmt: skip
+    for label, p in (
+        ("TTFT", m.ttft_ms),
+        ("TPOT", m.tpot_ms),
+        ("ITL", m.itl_ms),
+        ("E2E", m.e2e_ms),
+    ):
         t.add_row(label, *(f"{v:.1f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)))
     return t
 
@@ -93,11 +97,15 @@ def _summary(m: Metrics, sla: SLA | None) -> list[str]:
         p = sla.percentile
         checks = []
         if sla.ttft_ms is not None:
-            checks.append(f"TTFT P{p} {m.ttft_ms.at(p):.1f} <= {sla.ttft_ms:g} ms: "
-                          f"{'ok' if m.ttft_ms.at(p) <= sla.ttft_ms else 'MISSED'}")  # fmt: skip
+            checks.append(
+                f"TTFT P{p} {m.ttft_ms.at(p):.1f} <= {sla.ttft_ms:g} ms: "
+                f"{'ok' if m.ttft_ms.at(p) <= sla.ttft_ms else 'MISSED'}"
+            )
         if sla.tpot_ms is not None:
-            checks.append(f"TPOT P{p} {m.tpot_ms.at(p):.1f} <= {sla.tpot_ms:g} ms: "
-                          f"{'ok' if m.tpot_ms.at(p) <= sla.tpot_ms else 'MISSED'}")  # fmt: skip
+            checks.append(
+                f"TPOT P{p} {m.tpot_ms.at(p):.1f} <= {sla.tpot_ms:g} ms: "
+                f"{'ok' if m.tpot_ms.at(p) <= sla.tpot_ms else 'MISSED'}"
+            )
         lines.append(
             f"SLA {sla.name}: " + "; ".join(checks) + f"; goodput {m.goodput_rps:.2f} req/s"
         )
@@ -167,14 +175,23 @@ def bench(
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
     options = LoadOptions(timeout_s=timeout)
     check_endpoint(endpoint)  # an unreachable URL fails here, before any progress bar is drawn
-    with Progress(TextColumn("benchmarking"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True,
-                  disable=not err_console.is_terminal) as bar:  # fmt: skip
+    with Progress(
+        TextColumn("benchmarking"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
         task = bar.add_task("requests", total=workload.total_requests)
         metrics = run_workload(
-            endpoint, workload, options=options, sla=target_sla,
+            endpoint,
+            workload,
+            options=options,
+            sla=target_sla,
             on_progress=lambda done, total: bar.update(task, completed=done),
-        )  # fmt: skip
+        )
     if json_out:
         typer.echo(metrics.model_dump_json(indent=2))
     else:

@@ -39,11 +39,13 @@ def knob_options(mode: Literal["value", "choices"]) -> Callable[[F], F]:
         own = [p for p in sig.parameters.values() if p.name != FLAGS_PARAM]
         added = [
             inspect.Parameter(
-                _param(k), inspect.Parameter.KEYWORD_ONLY, default=None,
+                _param(k),
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
                 annotation=Annotated[str | None, typer.Option(k.flag, help=_help(k, mode))],
             )
             for k in knobs
-        ]  # fmt: skip
+        ]
 
         @functools.wraps(func)
         def command(**kwargs: Any) -> Any:

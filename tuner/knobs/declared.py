@@ -3,15 +3,22 @@
 Hardware and model conditions (fp8 only with FP8 math, tensor parallel up to --num-gpus and
 dividing the heads...) are rules in tuner.validity; the search samples only the values those
 rules allow, so a budget of N trials is N evaluations.
+
+EngineConfig and SearchSpace are built from the registry at import time, which a type checker
+cannot see: they inherit EngineKnobs and SpaceKnobs (below, for the checker only), one typed line
+per knob, so that a misspelled knob fails `mypy`. tests/test_knob_registry.py fails when a line
+there and the registry disagree. A plug-in knob registered at run time has no typed line: read
+it with getattr(config, name).
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
+from tuner.knobs.base import IntRange
 from tuner.knobs.registry import Knob, register
 
-__all__ = ["KVDtype", "Quantization"]
+__all__ = ["EngineKnobs", "KVDtype", "Quantization", "SpaceKnobs"]
 
 
 class Quantization(str, Enum):
@@ -221,3 +228,36 @@ register(
         searched=False,
     )
 )
+
+
+class EngineKnobs:
+    """The value of each declared knob in one engine variant (EngineConfig's fields)."""
+
+    quantization: Quantization
+    kv_dtype: KVDtype
+    tensor_parallel_size: int
+    data_parallel_size: int
+    expert_parallel: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    draft_model: str | None
+    num_speculative_tokens: int
+    enable_prefix_caching: bool
+    enable_chunked_prefill: bool
+    gpu_memory_utilization: float
+    block_size: int
+
+
+class SpaceKnobs:
+    """The choices of each declared searched knob (SearchSpace's fields)."""
+
+    quantization: list[Quantization]
+    kv_dtype: list[KVDtype]
+    tensor_parallel_size: list[int]
+    data_parallel_size: list[int]
+    expert_parallel: list[bool]
+    max_num_seqs: list[int] | IntRange
+    max_num_batched_tokens: list[int] | IntRange
+    draft_model: list[str | None]
+    num_speculative_tokens: list[int] | IntRange
+    enable_prefix_caching: list[bool]

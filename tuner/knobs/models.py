@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import Field, create_model, model_validator
 
+from tuner.knobs.base import IntKnob, IntRange, Strict
+from tuner.knobs.declared import EngineKnobs, SpaceKnobs
 from tuner.knobs.registry import Knob, registered
 from tuner.validity import config_reason
 
@@ -20,42 +22,21 @@ __all__ = [
 ]
 
 
-class Strict(BaseModel):
-    """Base for every noun: unknown keys are errors, assignments are validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
-
-
-class IntRange(Strict):
-    """An integer knob sampled from [low, high] with a step or on a log scale."""
-
-    low: int = Field(ge=0)
-    high: int = Field(ge=0)
-    step: int = Field(default=1, ge=1)
-    log: bool = False
-
-    @model_validator(mode="after")
-    def _ordered(self) -> IntRange:
-        if self.low > self.high:
-            raise ValueError(f"low={self.low} is above high={self.high}")
-        if self.log and (self.step != 1 or self.low < 1):
-            raise ValueError(
-                f"log scale needs step=1 and low>=1 (got step={self.step}, low={self.low})"
-            )
-        return self
+# The checker reads the declared knobs' types from tuner/knobs/declared.py; at run time the fields
+# come from the registry (build_engine_config), so a plug-in knob needs no typed line.
+if TYPE_CHECKING:
+    _EngineTyped = EngineKnobs
+    _SpaceTyped = SpaceKnobs
+else:
+    _EngineTyped = _SpaceTyped = object
 
 
-IntKnob = Annotated[list[int] | IntRange, Field(union_mode="left_to_right")]
-
-
-class EngineConfigBase(Strict):
+class EngineConfigBase(Strict, _EngineTyped):
     """One engine variant: every registered knob (fields added by build_engine_config)."""
 
     if TYPE_CHECKING:  # the fields are built at import time from the registry
 
         def __init__(self, **data: Any) -> None: ...
-
-        def __getattr__(self, name: str) -> Any: ...
 
     @model_validator(mode="after")
     def _rules(self) -> EngineConfigBase:
@@ -95,7 +76,7 @@ def _bounds(knob: Knob, spec: Any) -> tuple[Any, Any] | None:
     return (min(numbers), max(numbers)) if numbers else None
 
 
-class SearchSpaceBase(Strict):
+class SearchSpaceBase(Strict, _SpaceTyped):
     """Knobs a search may vary, each a list of choices or an int range (fields: the registry)."""
 
     name: str = "custom"
@@ -104,8 +85,6 @@ class SearchSpaceBase(Strict):
     if TYPE_CHECKING:
 
         def __init__(self, **data: Any) -> None: ...
-
-        def __getattr__(self, name: str) -> Any: ...
 
     @model_validator(mode="after")
     def _check_values(self) -> SearchSpaceBase:
@@ -123,8 +102,9 @@ class SearchSpaceBase(Strict):
             lo_ok = knob.ge is None or span[0] >= knob.ge
             hi_ok = knob.le is None or span[1] <= knob.le
             if knob.ge is not None and knob.le is not None and not (lo_ok and hi_ok):
-                raise ValueError(f"{knob.name} must lie in {knob.ge:g}..{knob.le:g} "
-                                 f"(got {span[0]}..{span[1]})")  # fmt: skip
+                raise ValueError(
+                    f"{knob.name} must lie in {knob.ge:g}..{knob.le:g} (got {span[0]}..{span[1]})"
+                )
             if not lo_ok:  # every value a space can sample must be one EngineConfig accepts
                 raise ValueError(
                     f"{knob.name} value {span[0]} is not allowed (must be >= {knob.ge:g})"

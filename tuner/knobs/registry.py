@@ -30,9 +30,18 @@ __all__ = [
 # Plotly's qualitative "D3" palette; a knob's choices take colours in declaration order and any
 # value beyond the palette (or unknown to the registry) still gets one, cycled, never dropped.
 PALETTE: tuple[str, ...] = (
-    "#1f77b4", "#17becf", "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-)  # fmt: skip
+    "#1f77b4",
+    "#17becf",
+    "#ff7f0e",
+    "#2ca02c",
+    "#98df8a",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+)
 
 
 @dataclass(frozen=True)
