@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -112,6 +112,30 @@ def _summary(m: Metrics, sla: SLA | None) -> list[str]:
     return lines
 
 
+def _run_with_progress(endpoint: Any, workload: Workload, options: Any, sla: SLA | None) -> Metrics:
+    """Run the load, with a progress bar on a terminal (plain output off one)."""
+    from tuner.bench.loadgen import run_workload
+
+    with Progress(
+        TextColumn("benchmarking"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
+        task = bar.add_task("requests", total=workload.total_requests)
+        metrics = run_workload(
+            endpoint,
+            workload,
+            options=options,
+            sla=sla,
+            on_progress=lambda done, total: bar.update(task, completed=done),
+        )
+    return metrics
+
+
 @app.command()
 @guarded
 def bench(
@@ -163,7 +187,6 @@ def bench(
         LoadOptions,
         check_endpoint,
         check_url,
-        run_workload,
     )
 
     check_url(url)
@@ -175,23 +198,7 @@ def bench(
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
     options = LoadOptions(timeout_s=timeout)
     check_endpoint(endpoint)  # an unreachable URL fails here, before any progress bar is drawn
-    with Progress(
-        TextColumn("benchmarking"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
-        task = bar.add_task("requests", total=workload.total_requests)
-        metrics = run_workload(
-            endpoint,
-            workload,
-            options=options,
-            sla=target_sla,
-            on_progress=lambda done, total: bar.update(task, completed=done),
-        )
+    metrics = _run_with_progress(endpoint, workload, options, target_sla)
     if json_out:
         typer.echo(metrics.model_dump_json(indent=2))
     else:

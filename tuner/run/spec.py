@@ -149,7 +149,9 @@ class RunSpec(BaseModel):
 
 def resolve_drafts(space: SearchSpace) -> dict[str, ModelSpec]:
     """Catalog (or path) draft models named in the space; 'ngram' needs no model."""
-    return {d: catalog.load_model(d) for d in space.draft_model if is_model_draft(d)}
+    return {
+        d: catalog.load_model(d) for d in space.draft_model if d is not None and is_model_draft(d)
+    }
 
 
 def load_run_spec(path: Path) -> RunSpec:
