@@ -53,6 +53,13 @@ class Rule:
 
     reads: tuple[str, ...]
     check: Check
+    # A start-up check only vLLM enforces names what replaces it on another engine
+    # (benchmarks/silicon.py replays SGLang and TensorRT-LLM rows that did start).
+    elsewhere: Check | None = None
+
+    def check_for(self, engine: str) -> Check:
+        """The check this rule makes for a variant served by `engine`."""
+        return self.check if engine == "vllm" or self.elsewhere is None else self.elsewhere
 
 
 def _needs_reason(knob: Knob, c: Any) -> str | None:
@@ -272,13 +279,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(("tensor_parallel_size",), _tp_splits_heads),
     Rule(("max_num_batched_tokens", "max_num_seqs"), _budget_below_seqs),
-    Rule(("enable_chunked_prefill", "max_num_batched_tokens"), _unchunked_budget),
+    Rule(
+        ("enable_chunked_prefill", "max_num_batched_tokens"), _unchunked_budget, _unchunked_prompt
+    ),
 )
-
-
-# The rules only vLLM enforces at start-up, and what replaces them when the measured engine is
-# another one (benchmarks/silicon.py replays SGLang and TensorRT-LLM rows that did start).
-VLLM_START_RULES: dict[Check, Check] = {_unchunked_budget: _unchunked_prompt}
 
 
 def invalid_reason(config: Any, ctx: Context, *, engine: str = "vllm") -> str | None:
@@ -287,8 +291,7 @@ def invalid_reason(config: Any, ctx: Context, *, engine: str = "vllm") -> str | 
     `engine` is the engine the variant runs on: the tuner's default target is vLLM, whose
     start-up checks apply; another engine gets the physical form of those rules."""
     for rule in RULES:
-        check = rule.check if engine == "vllm" else VLLM_START_RULES.get(rule.check, rule.check)
-        reason = check(config, ctx)
+        reason = rule.check_for(engine)(config, ctx)
         if reason:
             return reason
     return None

