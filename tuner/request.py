@@ -73,6 +73,7 @@ _WORKLOAD_FLAGS = {
     "lengths_file": "--lengths",
     "prefix_cache_hit": "--prefix-cache-hit",
     "acceptance_rate": "--acceptance",
+    "kind": "--workload-kind",
 }
 
 
@@ -91,6 +92,7 @@ def build_request(
     sla: str = "chat",
     warmup: int | None = None,
     lengths: str | None = None,
+    kind: str | None = None,
 ) -> tuple[EngineConfig, Context]:
     """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise,
     including every rule of tuner.validity (the same rules `tune` samples within)."""
@@ -113,6 +115,7 @@ def build_request(
         "warmup_requests": warmup,
         "lengths_file": lengths,
         "prefix_cache_hit": prefix_cache_hit,
+        "kind": kind,
     }
     if acceptance is not None:
         # One flag for both kinds of draft: the user states the acceptance of the draft they chose.

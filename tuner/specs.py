@@ -36,6 +36,7 @@ __all__ = [
     "IntRange",
     "KVDtype",
     "NGRAM",
+    "WORKLOAD_KINDS",
     "Metrics",
     "ModelSpec",
     "Percentiles",
@@ -43,6 +44,7 @@ __all__ = [
     "SLA",
     "SearchSpace",
     "Workload",
+    "WorkloadKind",
     "arrival_conflict",
     "bytes_per_weight",
     "draft_to_load",
@@ -156,6 +158,12 @@ class GPUProfile(_Strict):
 # ----------------------------------------------------------------------------- SLA
 
 
+# What the prompts are like: speculative acceptance depends on it (code copies its context far
+# more than chat does), so shipped measured acceptance curves are keyed by it.
+WorkloadKind = Literal["chat", "code", "other"]
+WORKLOAD_KINDS: tuple[str, ...] = ("chat", "code", "other")
+
+
 class SLA(_Strict):
     """Latency bounds at a percentile; no bounds means maximise throughput."""
 
@@ -164,6 +172,9 @@ class SLA(_Strict):
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
     percentile: Literal[50, 90, 95, 99] = 95
+    kind: WorkloadKind | None = Field(
+        default=None, description="The prompts this use case serves (a workload's default kind)"
+    )
 
     @property
     def is_throughput_only(self) -> bool:
@@ -258,6 +269,10 @@ class Workload(_Strict):
         ge=0,
         le=1,
         description="Per-token acceptance of n-gram (prompt lookup) drafts",
+    )
+    kind: WorkloadKind | None = Field(
+        default=None,
+        description="Prompt kind (chat, code, other); None = the SLA preset's kind, if any",
     )
     seed: int = 0
 

@@ -109,6 +109,14 @@ CapacityProbeSeconds = Annotated[
 CapacityLoad = Annotated[
     str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
 ]
+WorkloadKindName = Annotated[
+    str | None,
+    typer.Option(
+        "--workload-kind",
+        help="Prompt kind: chat | code | other (picks the shipped acceptance curve) "
+        "[default: the SLA preset's]",
+    ),
+]
 NgramAcceptanceRate = Annotated[
     float | None, typer.Option(help="Per-token acceptance of n-gram (prompt lookup) drafts")
 ]

@@ -27,6 +27,7 @@ from tuner.cli.options import (
     OutputTokens,
     PrefixCacheHit,
     Rate,
+    WorkloadKindName,
 )
 from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
@@ -106,6 +107,7 @@ def predict(
     ] = None,
     lengths: LengthsFile = None,
     sla: Annotated[str, typer.Option(help="SLA preset used for goodput")] = "chat",
+    workload_kind: WorkloadKindName = None,
     backend: BackendName = "sim",
     model_path: ModelPath = None,
     compile_step: CompileStep = False,
@@ -133,6 +135,7 @@ def predict(
         sla=sla,
         warmup=warmup,
         lengths=lengths,
+        kind=workload_kind,
     )
     metrics = evaluate_request(
         config, ctx, backend=backend, model_path=model_path, compile_step=compile_step

@@ -40,6 +40,7 @@ from tuner.cli.options import (
     TPOTBound,
     TrialBudget,
     TTFTBound,
+    WorkloadKindName,
 )
 from tuner.cli.output import print_note, say
 from tuner.cli.screen_cmd import run_screened, screen_options
@@ -88,6 +89,7 @@ def tune_command(
     prefix_cache_hit: MaybePrefixCacheHit = None,
     acceptance: AcceptanceRate = None,
     ngram_acceptance: NgramAcceptanceRate = None,
+    workload_kind: WorkloadKindName = None,
     backend: BackendName = "sim",
     model_path: ModelPath = None,
     compile_step: CompileStep = False,
@@ -147,6 +149,7 @@ def _new_spec(p: dict[str, Any], knob_flags: dict[str, str | None] | None) -> Ru
         "lengths_file": p["lengths"],
         "acceptance_rate": p["acceptance"],
         "ngram_acceptance_rate": p["ngram_acceptance"],
+        "kind": p["workload_kind"],
     }
     return build_run_spec(
         model=_required_model(p["model"]),

@@ -46,7 +46,11 @@ def speculation_line(rec: TrialRecord) -> str | None:
     if rec.config is None or not rec.config.num_speculative_tokens or rec.metrics is None:
         return None
     extra = rec.metrics.extra
-    if "acceptance" in extra:  # the simulator: assumed or calibrated
+    if "acceptance" in extra:  # the simulator: stated, calibrated, shipped or assumed
+        if extra.get("acceptance_measured") is False:
+            return (
+                f"speculation (its gain rests on an unmeasured assumption): {extra['acceptance']}"
+            )
         return f"speculation: {extra['acceptance']}"
     if "spec_acceptance_rate" in extra:  # a measuring backend
         return (

@@ -30,7 +30,7 @@ def speculation_for(
     eff = resolve_efficiency(eff, ctx.gpu)
     k = config.num_speculative_tokens
     # The stated rate, else the --gpu profile's measured curve, else the default (one place).
-    choice = acceptance_for(config.draft_model, ctx.workload, ctx.gpu.calibration)
+    choice = acceptance_for(config.draft_model, ctx.workload, ctx.gpu.calibration, ctx.sla.kind)
     curve = tuple(choice.curve.per_position) if choice.curve else None
     if config.draft_model == NGRAM:
         return Speculation(k, choice.per_token, None, eff.ngram_proposal_s, per_position=curve)
@@ -140,9 +140,9 @@ def predict_metrics(
     metrics.extra["kernel_path"] = target.kernel_path
     metrics.extra["tokens_per_step"] = spec.tokens_per_step if spec else 1.0
     if spec and config.draft_model:
-        metrics.extra["acceptance"] = acceptance_for(
-            config.draft_model, wl, ctx.gpu.calibration
-        ).text
+        choice = acceptance_for(config.draft_model, wl, ctx.gpu.calibration, ctx.sla.kind)
+        metrics.extra["acceptance"] = choice.text
+        metrics.extra["acceptance_measured"] = choice.measured
     metrics.extra["batch1_decode_ms"] = 1e3 * target.decode_step_s(
         1, wl.input_tokens + wl.output_tokens / 2
     )

@@ -16,10 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
 
 from tuner.calibration_schema import AcceptanceCurve, Calibration
 from tuner.perf.costs import StepCostModel
-from tuner.specs import DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, NGRAM, Workload
+from tuner.specs import (
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_NGRAM_ACCEPTANCE,
+    NGRAM,
+    Workload,
+    WorkloadKind,
+)
 
 __all__ = [
     "NGRAM",
@@ -29,6 +41,7 @@ __all__ = [
     "expected_tokens_from_curve",
     "expected_tokens_per_step",
     "measured_curve",
+    "shipped_curve",
     "step_coeffs",
 ]
 
@@ -103,6 +116,9 @@ def step_coeffs(
     return const, per_ctx
 
 
+AcceptanceSource = Literal["stated", "calibration", "shipped", "default"]
+
+
 @dataclass(frozen=True)
 class AcceptanceChoice:
     """The acceptance a prediction uses, where it came from, and that in one sentence."""
@@ -110,6 +126,12 @@ class AcceptanceChoice:
     per_token: float  # i.i.d. acceptance (a measured curve's first position when measured)
     curve: AcceptanceCurve | None  # the measured curve used, if any
     text: str  # e.g. "assumes acceptance 0.70 per token (default, not measured; ...)"
+    source: AcceptanceSource = "default"
+
+    @property
+    def measured(self) -> bool:
+        """False when the acceptance is an assumption nobody measured (the built-in default)."""
+        return self.source != "default"
 
 
 def measured_curve(draft_model: str, calibration: Calibration | None) -> AcceptanceCurve | None:
@@ -122,23 +144,60 @@ def measured_curve(draft_model: str, calibration: Calibration | None) -> Accepta
     return next(iter(named or [c for c in curves if c.draft != NGRAM]), None)
 
 
+class ShippedCurve(BaseModel):
+    """One acceptance curve the project measured and ships, with the workload kind it holds for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: WorkloadKind
+    curve: AcceptanceCurve
+    source: str  # the command that measured it, and where
+
+
+@cache
+def _shipped() -> tuple[ShippedCurve, ...]:
+    text = resources.files("tuner").joinpath("data", "acceptance_curves.yaml").read_text("utf-8")
+    return tuple(ShippedCurve.model_validate(c) for c in yaml.safe_load(text)["curves"])
+
+
+def shipped_curve(draft_model: str, kind: WorkloadKind | None) -> ShippedCurve | None:
+    """The shipped measured curve for this kind of draft on this kind of workload, if any (only
+    n-gram lookup is shipped: its acceptance depends on the prompts, not on a draft model)."""
+    if kind is None or draft_model != NGRAM:
+        return None
+    return next((c for c in _shipped() if c.kind == kind and c.curve.draft == NGRAM), None)
+
+
+def _curve_text(curve: AcceptanceCurve) -> str:
+    shown = ", ".join(f"{a:.2f}" for a in curve.per_position)
+    return f"acceptance measured on {curve.prompts} with draft {curve.draft} (per position {shown})"
+
+
 def acceptance_for(
-    draft_model: str, workload: Workload, calibration: Calibration | None
+    draft_model: str,
+    workload: Workload,
+    calibration: Calibration | None,
+    sla_kind: WorkloadKind | None = None,
 ) -> AcceptanceChoice:
     """Precedence: the workload's stated rate (--acceptance), then a measured curve of the GPU
-    profile's calibration, then the default (DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE)."""
+    profile's calibration, then the shipped measured curve of the workload's kind (its own, else
+    the SLA preset's), then the default (DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE)."""
     ngram = draft_model == NGRAM
     stated = workload.ngram_acceptance_rate if ngram else workload.acceptance_rate
     if stated is not None:
-        return AcceptanceChoice(stated, None, f"assumes acceptance {stated:.2f} per token (given)")
+        text = f"assumes acceptance {stated:.2f} per token (given)"
+        return AcceptanceChoice(stated, None, text, "stated")
     curve = measured_curve(draft_model, calibration)
     if curve is not None:
-        shown = ", ".join(f"{a:.2f}" for a in curve.per_position)
-        text = (
-            f"acceptance measured on {curve.prompts} with draft {curve.draft} "
-            f"(per position {shown})"
-        )
-        return AcceptanceChoice(curve.per_position[0], curve, text)
+        text = _curve_text(curve)
+        return AcceptanceChoice(curve.per_position[0], curve, text, "calibration")
+    kind = workload.kind or sla_kind
+    shipped = shipped_curve(draft_model, kind)
+    if shipped is not None:
+        c = shipped.curve
+        shown = ", ".join(f"{a:.2f}" for a in c.per_position)
+        text = f"acceptance of the shipped {kind} curve ({shipped.source}; per position {shown})"
+        return AcceptanceChoice(c.per_position[0], c, text, "shipped")
     default = DEFAULT_NGRAM_ACCEPTANCE if ngram else DEFAULT_ACCEPTANCE
     text = (
         f"assumes acceptance {default:.2f} per token (default, not measured; measure with "

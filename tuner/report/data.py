@@ -211,7 +211,8 @@ def _acceptance_text(spec: RunSpec, drafts: list[str]) -> str:
     if spec.backend != "sim":
         return f"measured by the {spec.backend} backend on its replayed prompts"
     return "; ".join(
-        f"{d}: {acceptance_for(d, spec.workload, spec.gpu.calibration).text}" for d in drafts
+        f"{d}: {acceptance_for(d, spec.workload, spec.gpu.calibration, spec.sla.kind).text}"
+        for d in drafts
     )
 
 

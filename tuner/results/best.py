@@ -158,6 +158,18 @@ class _TunedCore(_Block):
 class TunedPick(CapacityFields, _TunedCore):
     """A tune's recommended trial with its simulated (or measured) metrics."""
 
+    omit_when_none: ClassVar[tuple[str, ...]] = (
+        *CapacityFields.omit_when_none,
+        "speculation",
+        "speculation_measured",
+    )
+    speculation: str | None = Field(
+        default=None, description="What a speculating pick's acceptance rests on"
+    )
+    speculation_measured: bool | None = Field(
+        default=None, description="False: its gain rests on an assumed, unmeasured acceptance"
+    )
+
 
 class VariantSummary(_Block):
     """A variant a screened tune measured: its role, configuration and measured capacity."""

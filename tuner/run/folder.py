@@ -139,8 +139,21 @@ def _tuned_pick(rec: TrialRecord, result: ParetoResult, pct: int) -> TunedPick:
         kv_capacity_tokens=m.kv_capacity_tokens,
         weights_gib=m.weights_gib,
         backend=m.backend,
+        **_speculation(rec),
         **dict(fields),
     )
+
+
+def _speculation(rec: TrialRecord) -> dict[str, Any]:
+    """best.yaml's note of what a speculating pick's acceptance rests on (the sim says)."""
+    assert rec.config is not None and rec.metrics is not None
+    extra = rec.metrics.extra
+    if not rec.config.num_speculative_tokens or "acceptance" not in extra:
+        return {}
+    text = str(extra["acceptance"])
+    # Records from before the flag existed say it in the text only.
+    measured = extra.get("acceptance_measured", "not measured" not in text)
+    return {"speculation": text, "speculation_measured": bool(measured)}
 
 
 def best_file(
