@@ -173,7 +173,10 @@ class SLA(_Strict):
     tpot_ms: float | None = Field(default=None, gt=0)
     percentile: Literal[50, 90, 95, 99] = 95
     kind: WorkloadKind | None = Field(
-        default=None, description="The prompts this use case serves (a workload's default kind)"
+        default=None,
+        description="The prompts this use case serves (a workload's default kind)",
+        # Left out when unset, so result files written before the field existed read back equal.
+        exclude_if=lambda v: v is None,
     )
 
     @property
@@ -273,6 +276,7 @@ class Workload(_Strict):
     kind: WorkloadKind | None = Field(
         default=None,
         description="Prompt kind (chat, code, other); None = the SLA preset's kind, if any",
+        exclude_if=lambda v: v is None,  # as SLA.kind: older files read back equal
     )
     seed: int = 0
 
