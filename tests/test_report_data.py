@@ -51,10 +51,11 @@ def test_report_data_matches_records(run: Path) -> None:
     best = [b for b in data.best_so_far if b is not None]
     assert best == sorted(best)  # best-so-far never decreases
     assert data.tpot_bound_ms == 50 and data.ttft_bound_ms == 500
-    # The default space speculates with n-gram: the report says the acceptance is assumed.
+    # The default space speculates with n-gram: on a chat SLA the report names the shipped
+    # measured chat curve the acceptance comes from.
     assert data.inputs["speculative acceptance"] == (
-        "ngram: assumes acceptance 0.40 per token (default, not measured; measure with "
-        "`tuner acceptance`)"
+        "ngram: acceptance of the shipped chat curve (measured by `tuner acceptance --draft "
+        "ngram --kind chat`, smollm2-135m, k=4; per position 0.05, 0.43, 0.67, 0.50)"
     )
     figs = figures(data)
     assert {"pareto-tpot", "pareto-ttft", "parallel", "history"} <= set(figs)
