@@ -8,9 +8,11 @@ from rich.table import Table
 
 from tuner import knobs
 from tuner.cli.output import print_table, say
+from tuner.explain import effect_text, read_sensitivity_csv, top_effects
 from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
+from tuner.run.folder import SENSITIVITY_FILE
 from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.search.trials import TrialRecord
@@ -130,13 +132,28 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     assert top is not None
     say(f"  capacity at the SLA: {_at(top, cap.mode, pct)}")
     if op is not None:
-        room = f"{cap.headroom:.0%} headroom" + (f"; {op.band.rule_text()}" if op.band else "")
-        say(f"  operate at ({room}): {_at(op, cap.mode, pct)}")
-        if op.band:
+        say(f"  operate at ({cap.headroom:.0%} headroom): {_at(op, cap.mode, pct)}")
+        if op.band:  # on its own line: the summary stays within 100 columns
+            say(f"    {op.band.rule_text()}")
             say(f"  {op.band.text()}")
     else:
         say("  no probed load keeps the headroom margin and the error band: run below capacity")
+    _print_knob_effects(outcome)
     _print_exports(outcome, number)
+
+
+def _print_knob_effects(outcome: TuneOutcome) -> None:
+    path = outcome.files.get(SENSITIVITY_FILE)
+    if path is None or not path.is_file():
+        return
+    top = top_effects(read_sensitivity_csv(path))
+    if not top:
+        return
+    say("  capacity if one knob alone moves (simulator; every value: sensitivity.csv):")
+    for e in top:
+        # A gain means a neighbour of the pick predicts more: the search did not reach it.
+        hint = " (beats the pick: try more --trials)" if (e.change_pct or 0) > 1 else ""
+        say(f"    {effect_text(e)}{hint}")
 
 
 # The engines the summary names an export of: (engine key, display name, launch script).

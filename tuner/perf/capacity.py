@@ -67,10 +67,19 @@ def _point(
 ) -> LoadPoint:
     # Open loop: the offered rate is the load the SLA was met at; closed loop: what the users drew.
     rps = load if mode == "rate" else m.requests_per_s
+    # At steady state served output tok/s = served req/s x mean output tokens; the window's own
+    # tok/s also counts how fast its last requests drain, which is not what the user buys.
+    window_tok_s = m.output_tokens_per_s or m.output_tokens_per_s_per_gpu * tp
+    steady = (
+        rps / tp * window_tok_s / m.requests_per_s
+        if m.requests_per_s > 0
+        else m.output_tokens_per_s_per_gpu
+    )
     return LoadPoint(
         load=load,
         requests_per_s_per_gpu=rps / tp,
-        output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
+        output_tokens_per_s_per_gpu=steady,
+        window_output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
         ttft_ms=m.ttft_ms,
         tpot_ms=m.tpot_ms,
         meets_sla=meets_sla(m, sla),

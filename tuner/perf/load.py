@@ -46,7 +46,15 @@ class LoadPoint(BaseModel):
 
     load: float = Field(description="Offered load per replica: req/s (rate) or users")
     requests_per_s_per_gpu: float
-    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_gpu: float = Field(
+        description="Steady-state served output tok/s per GPU: req/s per GPU x mean output tokens"
+    )
+    window_output_tokens_per_s_per_gpu: float | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Diagnostic: output tokens over the measured window's span, per GPU; it "
+        "rewards a short tail of the window, not capacity, so nothing ranks by it",
+    )
     ttft_ms: Percentiles
     tpot_ms: Percentiles
     meets_sla: bool

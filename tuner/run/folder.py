@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import InputError
+from tuner.explain import knob_sensitivity, write_sensitivity_csv
 from tuner.export.dispatch import write_engine_exports
 from tuner.report.data import report_data
 from tuner.report.render import render_html
@@ -27,6 +28,7 @@ from tuner.specs import EngineConfig
 
 __all__ = [
     "OUTPUT_FILES",
+    "SENSITIVITY_FILE",
     "best_file",
     "claim_run_dir",
     "make_run_dir",
@@ -36,10 +38,12 @@ __all__ = [
 ]
 
 OUTPUT_FILES = ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml")
+# Written by capacity runs with a recommendation only (one-knob sensitivity, tuner.explain).
+SENSITIVITY_FILE = "sensitivity.csv"
 _KNOBS = tuple(EngineConfig.model_fields)
 # Files derived from the study: removed before a rewrite, so an interrupted write leaves none
 # that is stale (run.yaml is the run's input, not derived).
-_DERIVED = tuple(n for n in OUTPUT_FILES if n != "run.yaml")
+_DERIVED = (*(n for n in OUTPUT_FILES if n != "run.yaml"), SENSITIVITY_FILE)
 # Suffixes tried when a timestamped run folder name is taken (two tunes in the same second).
 _MAX_NAME_SUFFIX = 1000
 
@@ -221,6 +225,13 @@ def write_outputs(
         rec = next(r for r in records if r.number == result.recommended)
         write_engine_exports(picks, spec, run_dir / "exports", pick_notes(picks, spec, rec))
         files["exports"] = run_dir / "exports"
+    effects = None
+    if result.mode == "capacity" and result.recommended is not None:
+        rec = next(r for r in records if r.number == result.recommended)
+        assert rec.config is not None
+        effects = knob_sensitivity(rec.config, spec.context(), spec.space, spec.capacity_load)
+        files[SENSITIVITY_FILE] = run_dir / SENSITIVITY_FILE
+        write_sensitivity_csv(effects, files[SENSITIVITY_FILE])
     data = report_data(spec, records, result, importance)
     write_atomic(files["report.html"], render_html(data))
     return files

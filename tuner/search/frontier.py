@@ -33,12 +33,13 @@ __all__ = [
 # fraction: well inside the simulator's error (benchmarks/accuracy.py) and run-to-run noise.
 OUTCOME_TOLERANCE = 0.01
 CAPACITY_RULE = (
-    "Highest goodput per GPU (output tokens/s per GPU at the highest load that meets every SLA "
+    "Highest capacity per GPU (served requests/s per GPU at the highest load that meets every SLA "
     f"bound with {CAPACITY_HEADROOM:.0%} headroom, i.e. each bounded latency at the SLA "
     f"percentile <= {1 - CAPACITY_HEADROOM:.0%} of its bound, and still <= its bound when "
     "inflated by the prediction's error band: predicted x (1 + band) <= bound, tuner.perf.bands); "
     "if no variant has that headroom, "
-    "the highest goodput at the SLA itself, flagged. Ties go to lower TPOT, then fewer GPUs."
+    "the highest capacity at the SLA itself, flagged. Output tokens/s are steady-state: served "
+    "req/s x mean output tokens. Ties go to more output tokens/s, lower TPOT, then fewer GPUs."
 )
 
 
@@ -182,12 +183,13 @@ def frontier_history(
 def ranked_by_capacity(records: list[TrialRecord], sla: SLA) -> list[TrialRecord]:
     """Variants with a capacity, best first by the rule (those with headroom before the rest)."""
 
-    def rank(r: TrialRecord) -> tuple[bool, float, float, int, int]:
+    def rank(r: TrialRecord) -> tuple[bool, float, float, float, int, int]:
         assert r.capacity is not None and r.config is not None
         point = r.capacity.operating or r.capacity.at_sla
         assert point is not None
         return (
             r.capacity.operating is None,
+            -point.requests_per_s_per_gpu,
             -point.output_tokens_per_s_per_gpu,
             point.tpot_ms.at(sla.percentile),
             r.config.tensor_parallel_size,
@@ -206,7 +208,7 @@ def ranked_by_capacity(records: list[TrialRecord], sla: SLA) -> list[TrialRecord
 
 
 def recommend_capacity(records: list[TrialRecord], sla: SLA) -> tuple[int | None, bool]:
-    """The trial with the highest goodput per GPU at its headroom operating point (see rule)."""
+    """The trial with the highest capacity per GPU at its headroom operating point (see rule)."""
     ranked = ranked_by_capacity(records, sla)
     if not ranked:
         return None, False
