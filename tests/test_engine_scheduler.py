@@ -31,7 +31,8 @@ def _drive(sched: Scheduler, seqs: list[Sequence], max_steps: int) -> int:
             assert seq in sched.running and n >= 1
             decode = len(seq.tokens) - seq.num_computed == 1
             assert n == sched.decode_tokens if decode else n <= len(seq.tokens) - seq.num_computed
-            lookahead = sched.decode_tokens - 1
+            # A decode's n already counts its speculative tokens; a prefill chunk reserves them.
+            lookahead = 0 if decode else sched.decode_tokens - 1
             assert len(seq.blocks) >= blocks_needed(
                 seq.num_computed + n + lookahead, sched.block_size
             )

@@ -82,7 +82,10 @@ class Scheduler:
 
     def _grow(self, seq: Sequence, num_tokens: int) -> bool:
         """Allocate blocks for num_tokens more tokens (+ speculative lookahead); False if full."""
-        lookahead = self.decode_tokens - 1
+        # A decode step's tokens already include the speculative ones; only a prefill chunk
+        # reserves them ahead, so the first verify after the prompt rarely has to preempt.
+        decoding = len(seq.tokens) - seq.num_computed == 1
+        lookahead = 0 if decoding else self.decode_tokens - 1
         need = blocks_needed(seq.num_computed + num_tokens + lookahead, self.block_size)
         extra = need - len(seq.blocks)
         if extra <= 0:
