@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tuner.catalog import load_gpu, load_model, load_sla
 from tuner.cli import app
-from tuner.explain import KnobEffect, effect_text, knob_sensitivity, top_effects
+from tuner.explain.sensitivity import KnobEffect, effect_text, knob_sensitivity, top_effects
 from tuner.perf.capacity import sim_capacity
 from tuner.specs import Context, EngineConfig, SearchSpace, Workload
 

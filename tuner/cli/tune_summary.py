@@ -8,7 +8,7 @@ from rich.table import Table
 
 from tuner import knobs
 from tuner.cli.output import print_table, say
-from tuner.explain import effect_text, read_sensitivity_csv, top_effects
+from tuner.explain.sensitivity import effect_text, read_sensitivity_csv, top_effects
 from tuner.knobs.registry import footprint_text
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit

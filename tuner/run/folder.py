@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import InputError
-from tuner.explain import knob_sensitivity, write_sensitivity_csv
+from tuner.explain.sensitivity import knob_sensitivity, write_sensitivity_csv
 from tuner.export.dispatch import write_engine_exports
 from tuner.report.data import report_data
 from tuner.report.render import render_html
@@ -221,16 +221,13 @@ def write_outputs(
         )
     picks = engine_picks(records, result, spec) if result.recommended is not None else None
     write_best(spec, records, result, files["best.yaml"], picks)
-    if picks is not None:
-        rec = next(r for r in records if r.number == result.recommended)
+    rec = next((r for r in records if r.number == result.recommended), None)
+    if picks is not None and rec is not None:
         write_engine_exports(picks, spec, run_dir / "exports", pick_notes(picks, spec, rec))
         files["exports"] = run_dir / "exports"
-    effects = None
-    if result.mode == "capacity" and result.recommended is not None:
-        rec = next(r for r in records if r.number == result.recommended)
-        assert rec.config is not None
-        effects = knob_sensitivity(rec.config, spec.context(), spec.space, spec.capacity_load)
+    if result.mode == "capacity" and rec is not None and rec.config is not None:
         files[SENSITIVITY_FILE] = run_dir / SENSITIVITY_FILE
+        effects = knob_sensitivity(rec.config, spec.context(), spec.space, spec.capacity_load)
         write_sensitivity_csv(effects, files[SENSITIVITY_FILE])
     data = report_data(spec, records, result, importance)
     write_atomic(files["report.html"], render_html(data))
