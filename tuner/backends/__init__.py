@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tuner.errors import InputError, echo
+from tuner.explain.binding import binding_extra, binding_for
 from tuner.perf.bands import band_columns
 from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
 from tuner.specs import Context, EngineConfig, Metrics
@@ -109,7 +110,8 @@ def evaluate_capacity(
             lambda at: backend.evaluate(config, at), config, ctx, mode=mode, budget=budget
         )
     if metrics.feasible:
+        why = binding_extra(binding_for(config, ctx, cap, metrics))
         metrics = metrics.model_copy(
-            update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile)}}
+            update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile), **why}}
         )
     return cap, metrics

@@ -3,6 +3,8 @@ piped."""
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -138,8 +140,29 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
             say(f"  {op.band.text()}")
     else:
         say("  no probed load keeps the headroom margin and the error band: run below capacity")
+    _print_binding(rec)
     _print_knob_effects(outcome)
     _print_exports(outcome, number)
+
+
+# The summary's width: it reads at 100 columns and when piped (the long lines wrap here).
+_WIDTH = 100
+
+
+def _print_binding(rec: TrialRecord) -> None:
+    """What stops the recommended variant's load from rising, and why (best.yaml: binding)."""
+    extra = rec.metrics.extra if rec.metrics else {}
+    if "binding" not in extra:
+        return
+    for head, key in (("binding limit: ", "binding_bound_text"), ("", "binding_driver_text")):
+        lines = textwrap.wrap(
+            head + str(extra[key]),
+            _WIDTH,
+            initial_indent="  " if head else "    ",
+            subsequent_indent="      ",
+        )
+        for line in lines:
+            say(line)
 
 
 def _print_knob_effects(outcome: TuneOutcome) -> None:

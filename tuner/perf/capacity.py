@@ -314,6 +314,7 @@ def sim_capacity(
     )
     if failed is not None:
         return cap, failed
+    cap.saturated_load = high if mode == "rate" else None
     best = cap.at_sla
     return cap, runs[best.load if best else min(runs)]
 

@@ -96,36 +96,57 @@ class StepCostModel:
         """One routed expert's parameters on one GPU, all layers (0 for a dense model)."""
         return self.moe.expert_params / self.moe.gpus if self.moe else 0.0
 
-    def gemm_s(self, num_tokens: float, num_logits: float) -> float:
-        """GEMMs + collectives of a step pushing `num_tokens` through, sampling `num_logits`."""
+    def gemm_parts(self, num_tokens: float, num_logits: float) -> dict[str, float]:
+        """`gemm_s` by kernel group: seconds of each, the dense GEMMs split into their compute
+        and memory sides (only the larger one counts in the step; the other reads 0)."""
         total = num_tokens
         if self.dp > 1:
             # The busiest rank sets the pace: a lone prefill runs on one rank, a decode batch
             # spreads over up to DP ranks (one sampled position per sequence).
             ranks = min(float(self.dp), max(1.0, num_logits))
             num_tokens, num_logits = num_tokens / ranks, num_logits / ranks
+        compute = FLOPS_PER_MAC * num_tokens * self.dense_params / self.gemm_flops_per_s
         # Memory side: stored weights at the weight kernels' rate plus activations in and out.
-        t = max(
-            FLOPS_PER_MAC * num_tokens * self.dense_params / self.gemm_flops_per_s,
+        memory = (
             self.dense_params * self.bytes_per_param / self.weight_bytes_per_s
-            + num_tokens * self.dense_io_per_token / self.act_bytes_per_s,
+            + num_tokens * self.dense_io_per_token / self.act_bytes_per_s
         )
-        if self.moe is not None:
-            t += self.moe.time_s(total)
+        parts = {
+            "gemm_compute": compute if compute >= memory else 0.0,
+            "weight_reads": memory if memory > compute else 0.0,
+            "moe_experts": self.moe.time_s(total) if self.moe is not None else 0.0,
+            "sampling": num_logits * self.seq_overhead_s,
+            "lm_head": 0.0,
+            "all_reduce": 0.0,
+        }
         if num_logits > 0:
-            t += num_logits * self.seq_overhead_s
-            t += _roofline_s(
+            parts["lm_head"] = _roofline_s(
                 FLOPS_PER_MAC * num_logits * self.lm_head_params,
                 self.lm_head_flops_per_s,
                 self.lm_head_params * ACTIVATION_BYTES,
                 self.act_bytes_per_s,
             )
         if self.allreduces_per_step:
-            t += self.allreduces_per_step * (
+            parts["all_reduce"] = self.allreduces_per_step * (
                 self.allreduce_latency_s
                 + num_tokens * self.allreduce_bytes_per_token / self.allreduce_bytes_per_s
             )
-        return t
+        return parts
+
+    def gemm_s(self, num_tokens: float, num_logits: float) -> float:
+        """GEMMs + collectives of a step pushing `num_tokens` through, sampling `num_logits`."""
+        return sum(self.gemm_parts(num_tokens, num_logits).values())
+
+    def decode_parts(self, batch: int, ctx_len: float) -> dict[str, float]:
+        """One plain decode step of `batch` sequences by kernel group (seconds; they add up to
+        `decode_step_s`): fixed overhead, GEMM sides, KV reads or attention compute, ..."""
+        parts = {"fixed_overhead": self.fixed_s, **self.gemm_parts(batch, batch)}
+        flops = self.decode_attn_flops_per_ctx or self.attn_flops_per_ctx
+        compute = batch * ctx_len * flops / self.attn_flops_per_s / self.dp
+        reads = batch * ctx_len * self.kv_bytes_per_ctx / self.kv_bytes_per_s / self.dp
+        parts["attention_compute"] = compute if compute >= reads else 0.0
+        parts["kv_reads"] = reads if reads > compute else 0.0
+        return parts
 
     def decode_attn_s_per_ctx(self, queries_per_seq: float = 1.0) -> float:
         """Attention seconds per context token of a decoding sequence (KV read once per step)."""

@@ -75,6 +75,11 @@ class Capacity(BaseModel):
     probes: int = 0
     probe_s: float = 0.0
     budget_exhausted: bool = False
+    saturated_load: float | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="The load past which the queue grows without bound (simulator only)",
+    )
 
     def _best(self, ok: Callable[[LoadPoint], bool]) -> LoadPoint | None:
         passing = [p for p in self.points if ok(p)]

@@ -25,6 +25,7 @@ __all__ = [
     "BEST_SCHEMA_VERSION",
     "BatchLimits",
     "BestFile",
+    "BindingBlock",
     "CapacityFields",
     "ExportPick",
     "LoadPointBlock",
@@ -121,6 +122,16 @@ class BatchLimits(_Block):
     peak_concurrent_seqs_at_capacity: int
 
 
+class BindingBlock(_Block):
+    """What stops the load from rising past the capacity, and why (tuner.explain.binding)."""
+
+    bound: str = Field(description="ttft, tpot, saturation, load-searched, probe-budget, unmet")
+    driver: str = Field(description="What the engine is short of there")
+    limit: str = Field(description="The bound, in words, with the probe that broke it")
+    why: str = Field(description="The driver, in words, with the simulator's evidence")
+    evidence: dict[str, float | None] = Field(default_factory=dict)
+
+
 class CapacityFields(_Block):
     """A recommendation's capacity, operating load and batch limits (capacity searches only)."""
 
@@ -131,6 +142,7 @@ class CapacityFields(_Block):
         "operating_point",
         "batch_limits",
         "capacity_probes",
+        "binding",
     )
     load_mode: LoadMode | None = None
     load_unit: str | None = None
@@ -138,6 +150,7 @@ class CapacityFields(_Block):
     operating_point: OperatingBlock | None = None
     batch_limits: BatchLimits | None = None
     capacity_probes: int | None = None
+    binding: BindingBlock | None = None
 
 
 class _TunedCore(_Block):

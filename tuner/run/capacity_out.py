@@ -7,11 +7,18 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from tuner.explain.binding import BINDING_COLUMNS, EVIDENCE_KEYS
 from tuner.export import ENGINES
 from tuner.export.dispatch import expressible
 from tuner.perf.bands import band_columns
 from tuner.perf.capacity import Capacity, LoadPoint
-from tuner.results.best import BatchLimits, CapacityFields, LoadPointBlock, OperatingBlock
+from tuner.results.best import (
+    BatchLimits,
+    BindingBlock,
+    CapacityFields,
+    LoadPointBlock,
+    OperatingBlock,
+)
 from tuner.run.spec import RunSpec
 from tuner.search.frontier import FrontPoint, ranked_by_capacity
 from tuner.search.pareto import ParetoResult
@@ -20,6 +27,7 @@ from tuner.specs import EngineConfig, Metrics
 
 __all__ = [
     "CAPACITY_COLUMNS",
+    "binding_block",
     "capacity_fields",
     "engine_picks",
     "format_load",
@@ -38,6 +46,7 @@ CAPACITY_COLUMNS = (
     "operating_load",
     "operating_tok_s_per_gpu",
     *band_columns(None),
+    *BINDING_COLUMNS,
 )
 
 
@@ -145,6 +154,22 @@ def capacity_fields(
             peak_concurrent_seqs_at_capacity=metrics.max_concurrent_seqs,
         ),
         capacity_probes=cap.probes,
+        binding=binding_block(metrics),
+    )
+
+
+def binding_block(metrics: Metrics) -> BindingBlock | None:
+    """best.yaml's binding limit, read from the capacity search's Metrics.extra."""
+    x = metrics.extra
+    if "binding" not in x:
+        return None  # a record from before the binding limit existed
+    evidence = {k: x.get(f"binding_{k}") for k in EVIDENCE_KEYS}
+    return BindingBlock(
+        bound=str(x["binding"]),
+        driver=str(x["binding_driver"]),
+        limit=str(x["binding_bound_text"]),
+        why=str(x["binding_driver_text"]),
+        evidence={k: None if v is None else float(v) for k, v in evidence.items()},
     )
 
 
@@ -167,6 +192,7 @@ def _frontier_row(i: int, q: FrontPoint, r: TrialRecord, pct: int) -> dict[str, 
         "capacity_rps_per_gpu": extra.get("capacity_rps_per_gpu", ""),
         "capacity_tok_s_per_gpu": extra.get("capacity_tok_s_per_gpu", ""),
         **band_columns(probe.band if probe else None),
+        **{k: extra.get(k, "") for k in BINDING_COLUMNS},
         "stands_for": len(q.variants),
         "variants": " ".join(map(str, q.variants)),
         "did_not_matter": "; ".join(
