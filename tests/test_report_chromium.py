@@ -60,4 +60,12 @@ def test_report_renders_plots_without_js_errors(report: Path, tmp_path: Path) ->
     frontier = dom[dom.index('id="frontier"') :]
     assert "main-svg" in frontier[:20000]
     assert "main-svg" in dom[dom.index('id="load-tpot"') :][:20000]
+    # Issue 19: the answer leads: the card with the binding limit, then the frontier, the knob
+    # sensitivity and the SLA-cost curve, before the other figures and the long tables.
+    order = [dom.index(s) for s in ("Binding limit:", 'id="frontier"', 'id="sensitivity"')]
+    order += [dom.index(s) for s in ('id="sla-cost"', 'id="pareto-tpot"', "<h2>Pareto set</h2>")]
+    assert order == sorted(order)
+    for fid in ("sensitivity", "sla-cost"):
+        assert "main-svg" in dom[dom.index(f'id="{fid}"') :][:20000], fid
+    assert "1 closed-loop users" not in dom and "open-loop Poisson arrivals" in dom
     assert 'src="http' not in dom  # nothing fetched from the network: plotly.js is inline

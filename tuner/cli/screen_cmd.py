@@ -19,8 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.output import print_table, say
-from tuner.cli.tune_summary import short_config
 from tuner.errors import NoFeasibleConfigError
+from tuner.knobs.registry import short_config
 from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome
 from tuner.screen.baseline import describe

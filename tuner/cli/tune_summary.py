@@ -11,38 +11,25 @@ from rich.table import Table
 from tuner import knobs
 from tuner.cli.output import print_table, say
 from tuner.explain.sensitivity import effect_text, read_sensitivity_csv, top_effects
-from tuner.knobs.registry import footprint_text
+from tuner.explain.sla_cost import read_sla_cost_csv, sla_cost_text
+from tuner.knobs.registry import short_config
 from tuner.perf.capacity import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
-from tuner.run.folder import SENSITIVITY_FILE
+from tuner.run.folder import SENSITIVITY_FILE, SLA_COST_FILE
 from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.search.trials import TrialRecord
-from tuner.specs import SLA, EngineConfig
+from tuner.specs import SLA
 
 __all__ = [
     "MAX_FRONT_ROWS",
     "print_capacity_summary",
     "print_outcome",
-    "short_config",
     "speculation_line",
 ]
 
 # Rows of the frontier printed; the full table is pareto.csv and the report.
 MAX_FRONT_ROWS = 10
-
-
-def short_config(c: EngineConfig) -> str:
-    """A variant in a few words: weights/KV, TP, seqs and batched-token limits, speculation."""
-    spec = f" {c.draft_model}x{c.num_speculative_tokens}" if c.num_speculative_tokens else ""
-    prefix = "" if c.enable_prefix_caching else " no-prefix"
-    layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
-        " ep" if c.expert_parallel else ""
-    )
-    return (
-        f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
-        f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}"
-    )
 
 
 def speculation_line(rec: TrialRecord) -> str | None:
@@ -142,7 +129,19 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
         say("  no probed load keeps the headroom margin and the error band: run below capacity")
     _print_binding(rec)
     _print_knob_effects(outcome)
+    _print_sla_cost(outcome)
     _print_exports(outcome, number)
+
+
+def _print_sla_cost(outcome: TuneOutcome) -> None:
+    path = outcome.files.get(SLA_COST_FILE)
+    if path is None or not path.is_file():
+        return
+    lines = sla_cost_text(read_sla_cost_csv(path))
+    if lines:
+        say("  what the SLA costs, tightest and loosest bound (simulator; all: sla_cost.csv):")
+        for line in lines:
+            say(f"    {line}")
 
 
 # The summary's width: it reads at 100 columns and when piped (the long lines wrap here).

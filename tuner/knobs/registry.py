@@ -25,6 +25,7 @@ __all__ = [
     "register",
     "registered",
     "searched",
+    "short_config",
 ]
 
 # Plotly's qualitative "D3" palette; a knob's choices take colours in declaration order and any
@@ -162,6 +163,19 @@ def footprint_of(config: Any) -> dict[str, Any]:
 def footprint_text(config: Any) -> str:
     """The footprint knobs' values of a config as "bf16/auto"."""
     return "/".join(str(k.plain(getattr(config, k.name))) for k in footprint_knobs())
+
+
+def short_config(c: Any) -> str:
+    """A variant in a few words: weights/KV, TP, seqs and batched-token limits, speculation."""
+    spec = f" {c.draft_model}x{c.num_speculative_tokens}" if c.num_speculative_tokens else ""
+    prefix = "" if c.enable_prefix_caching else " no-prefix"
+    layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
+        " ep" if c.expert_parallel else ""
+    )
+    return (
+        f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
+        f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}"
+    )
 
 
 def footprint_words(config: Any, sep: str = ", ") -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tuner.perf.speculative import acceptance_for
+from tuner.report.answer import AnswerCard, Explanations, answer_card
 from tuner.report.capacity import CapacityReport, capacity_report
 from tuner.run.spec import RunSpec
 from tuner.search.pareto import ParetoResult
@@ -60,6 +61,8 @@ class ReportData(BaseModel):
     pruned_reasons: dict[str, int]
     closest: list[str]
     capacity: CapacityReport | None = None
+    answer: AnswerCard | None = None  # capacity runs with a recommendation
+    explained: Explanations = Explanations()
 
 
 def _hover(r: TrialRecord, pct: int) -> str:
@@ -134,8 +137,12 @@ def report_data(
     records: list[TrialRecord],
     result: ParetoResult,
     importance: dict[str, dict[str, float]] | None = None,
+    explained: Explanations | None = None,
 ) -> ReportData:
-    """Gather the report's numbers from a finished run."""
+    """Gather the report's numbers from a finished run (`explained`: the sensitivity and the
+    SLA-cost curve around the recommendation, when the run folder computed them)."""
+    explained = explained or Explanations()
+    rec = next((r for r in records if r.number == result.recommended), None)
     sla = spec.sla
     points = [
         _point(r, result, spec)
@@ -165,6 +172,8 @@ def report_data(
         pruned_reasons=_pruned_reasons(records),
         closest=[f"trial {m.number}: {m.text}" for m in result.closest],
         capacity=capacity_report(records, result, sla) if result.mode == "capacity" else None,
+        answer=answer_card(rec, sla.percentile, explained) if rec is not None else None,
+        explained=explained,
     )
 
 
@@ -217,10 +226,23 @@ def _acceptance_text(spec: RunSpec, drafts: list[str]) -> str:
 
 
 def _workload_text(spec: RunSpec) -> str:
-    """The workload in one line: lengths, load, requests, prefix hits."""
+    """The workload in one line: lengths, what drove the load (the searched load in capacity
+    mode), requests, prefix hits."""
     w = spec.workload
-    load = f"Poisson {w.rate_rps:g} req/s" if w.rate_rps else f"{w.users} closed-loop users"
+    if spec.is_capacity:
+        load = (
+            "open-loop Poisson arrivals, rate searched per variant up to its saturated rate"
+            if spec.capacity_load == "rate"
+            else "closed-loop users, count searched per variant"
+        )
+    elif w.rate_rps:
+        load = f"Poisson {w.rate_rps:g} req/s"
+    else:
+        load = f"{w.users} closed-loop users"
+    counted = f"at least {w.measured_requests} measured requests per probe"
+    if not spec.is_capacity:
+        counted = f"{w.measured_requests} requests"
     return (
         f"{w.input_tokens} in / {w.output_tokens} out tokens (+-{w.length_spread:.0%}), {load}, "
-        f"{w.measured_requests} requests, prefix hit {w.prefix_cache_hit:.0%}"
+        f"{counted}, prefix hit {w.prefix_cache_hit:.0%}"
     )

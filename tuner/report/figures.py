@@ -7,6 +7,7 @@ from typing import Any
 
 from tuner.knobs import color_for
 from tuner.knobs import get as get_knob
+from tuner.report.answer import explanation_figures
 from tuner.report.capacity import capacity_figures
 from tuner.report.data import Point, ReportData
 from tuner.report.shapes import SLA_LINE, hline
@@ -199,6 +200,7 @@ def _importance_figure(data: ReportData) -> dict[str, Any]:
 def figures(data: ReportData) -> dict[str, dict[str, Any]]:
     """Plotly figure dicts by element id, rendered from the report data."""
     figs = capacity_figures(data.capacity) if data.capacity else {}
+    figs |= explanation_figures(data.explained)
     figs |= {
         "pareto-tpot": _front_figure(data, "tpot_ms"),
         "pareto-ttft": _front_figure(data, "ttft_ms"),

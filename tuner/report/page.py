@@ -40,8 +40,10 @@ def plot_script(figs: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def page_html(title: str, body: str, figs: dict[str, dict[str, Any]], css: str = "") -> str:
-    """A self-contained page: the title as heading, `body` (HTML), then the figures."""
+def page_html(
+    title: str, body: str, figs: dict[str, dict[str, Any]], css: str = "", after: str = ""
+) -> str:
+    """A self-contained page: the title as heading, `body` (HTML), the figures, then `after`."""
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>{css}</style><script>{ONERROR_JS}</script>
@@ -50,6 +52,7 @@ def page_html(title: str, body: str, figs: dict[str, dict[str, Any]], css: str =
 <pre id="js-errors"></pre>
 {body}
 {plot_divs(figs)}
+{after}
 <script>{plot_script(figs)}
 {_RENDERED_JS}
 </script>

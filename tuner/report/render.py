@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from tuner.report.answer import answer_html, sensitivity_table_html
 from tuner.report.data import Point, ReportData
 from tuner.report.figures import figures
 from tuner.report.page import page_html
@@ -19,6 +20,8 @@ td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f3f3f3} tr.recommended td{background:#fff3b0;font-weight:bold}
 .ok{background:#eef8ee;padding:8px}.fail{background:#fdeaea;padding:8px}
 .inputs td{text-align:left} .plot{margin:16px 0} #js-errors{color:#b00}
+.card{border:1px solid #9c9;border-radius:6px} .card ul{margin:4px 0}
+.binding{background:#fff8e0;padding:6px;margin:4px 0} .sensitivity td:first-child{text-align:left}
 """
 
 
@@ -74,8 +77,14 @@ def _summary(data: ReportData) -> str:
     )
 
 
+# Figures that belong to the answer: drawn right after the recommendation card, in this order.
+_ANSWER_FIGURES = ("frontier", "sensitivity", "sla-cost")
+
+
 def render_html(data: ReportData) -> str:
-    """A self-contained HTML page (plotly.js embedded) rendering `data`."""
+    """A self-contained HTML page (plotly.js embedded) rendering `data`: the answer first (the
+    card with the binding limit, the frontier, knob sensitivity, the SLA-cost curve), then the
+    other figures, then the long tables."""
     inputs = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
         for k, v in data.inputs.items()
@@ -83,9 +92,16 @@ def render_html(data: ReportData) -> str:
     counts = ", ".join(f"{v} {k}" for k, v in data.counts.items())
     pruned = "; ".join(f"{k}: {v}" for k, v in sorted(data.pruned_reasons.items()))
     pruned_text = f" Pruned before evaluation: {html.escape(pruned)}" if pruned else ""
-    body = f"""{_summary(data)}
-<p><b>Recommendation rule.</b> {html.escape(data.rule)}</p>
-<table class="inputs">{inputs}</table>
+    head = answer_html(data.answer) if data.answer else _summary(data)
+    workload = html.escape(data.inputs.get("workload", ""))
+    body = f"""{head}
+<p><b>Workload.</b> {workload}</p>
+<p><b>Recommendation rule.</b> {html.escape(data.rule)}</p>"""
+    after = f"""<h2>Inputs</h2><table class="inputs">{inputs}</table>
 <p>Trials: {html.escape(counts)}.{pruned_text}</p>
-<h2>Pareto set</h2>{_table(data)}"""
-    return page_html(data.title, body, figures(data), _CSS)
+<h2>Pareto set</h2>{_table(data)}
+{sensitivity_table_html(data.explained.sensitivity)}"""
+    figs = figures(data)
+    ordered = {k: figs[k] for k in _ANSWER_FIGURES if k in figs}
+    ordered |= {k: v for k, v in figs.items() if k not in ordered}
+    return page_html(data.title, body, ordered, _CSS, after=after)

@@ -9,7 +9,9 @@ from typing import Any
 
 from tuner.errors import InputError
 from tuner.explain.sensitivity import knob_sensitivity, write_sensitivity_csv
+from tuner.explain.sla_cost import sla_cost_curve, write_sla_cost_csv
 from tuner.export.dispatch import write_engine_exports
+from tuner.report.answer import Explanations
 from tuner.report.data import report_data
 from tuner.report.render import render_html
 from tuner.results.best import CapacityFields, ExportPick, TunedBest, TunedPick
@@ -29,6 +31,7 @@ from tuner.specs import EngineConfig
 __all__ = [
     "OUTPUT_FILES",
     "SENSITIVITY_FILE",
+    "SLA_COST_FILE",
     "best_file",
     "claim_run_dir",
     "make_run_dir",
@@ -40,10 +43,11 @@ __all__ = [
 OUTPUT_FILES = ("report.html", "trials.csv", "pareto.csv", "best.yaml", "run.yaml")
 # Written by capacity runs with a recommendation only (one-knob sensitivity, tuner.explain).
 SENSITIVITY_FILE = "sensitivity.csv"
+SLA_COST_FILE = "sla_cost.csv"  # the pick's capacity as each SLA bound is scaled
 _KNOBS = tuple(EngineConfig.model_fields)
 # Files derived from the study: removed before a rewrite, so an interrupted write leaves none
 # that is stale (run.yaml is the run's input, not derived).
-_DERIVED = (*(n for n in OUTPUT_FILES if n != "run.yaml"), SENSITIVITY_FILE)
+_DERIVED = (*(n for n in OUTPUT_FILES if n != "run.yaml"), SENSITIVITY_FILE, SLA_COST_FILE)
 # Suffixes tried when a timestamped run folder name is taken (two tunes in the same second).
 _MAX_NAME_SUFFIX = 1000
 
@@ -225,10 +229,17 @@ def write_outputs(
     if picks is not None and rec is not None:
         write_engine_exports(picks, spec, run_dir / "exports", pick_notes(picks, spec, rec))
         files["exports"] = run_dir / "exports"
+    explained = Explanations()
     if result.mode == "capacity" and rec is not None and rec.config is not None:
+        ctx, mode = spec.context(), spec.capacity_load
+        explained = Explanations(
+            sensitivity=knob_sensitivity(rec.config, ctx, spec.space, mode),
+            sla_cost=sla_cost_curve(rec.config, ctx, mode),
+        )
         files[SENSITIVITY_FILE] = run_dir / SENSITIVITY_FILE
-        effects = knob_sensitivity(rec.config, spec.context(), spec.space, spec.capacity_load)
-        write_sensitivity_csv(effects, files[SENSITIVITY_FILE])
-    data = report_data(spec, records, result, importance)
+        write_sensitivity_csv(explained.sensitivity, files[SENSITIVITY_FILE])
+        files[SLA_COST_FILE] = run_dir / SLA_COST_FILE
+        write_sla_cost_csv(explained.sla_cost, files[SLA_COST_FILE])
+    data = report_data(spec, records, result, importance, explained)
     write_atomic(files["report.html"], render_html(data))
     return files
