@@ -26,7 +26,13 @@ from tuner.specs import (
 )
 from tuner.validity import invalid_reason
 
-__all__ = ["build_request", "evaluate_request", "prediction_doc"]
+__all__ = [
+    "WORKLOAD_FLAGS",
+    "build_request",
+    "evaluate_request",
+    "flag_error",
+    "prediction_doc",
+]
 
 
 def _check_cross_fields(
@@ -54,7 +60,8 @@ def _check_cross_fields(
         )
 
 
-def _flag_error(exc: ValidationError, flags: dict[str, str]) -> InputError:
+def flag_error(exc: ValidationError, flags: dict[str, str]) -> InputError:
+    """One line naming the flag of the first bad field (its field name when it has no flag)."""
     e = exc.errors()[0]
     msg = str(e["msg"]).removeprefix("Value error, ")
     if not e["loc"]:  # a cross-field check of the model: its message names the values
@@ -63,7 +70,7 @@ def _flag_error(exc: ValidationError, flags: dict[str, str]) -> InputError:
     return InputError(f"{flags.get(field, field)}: {msg} (got {e.get('input')!r})")
 
 
-_WORKLOAD_FLAGS = {
+WORKLOAD_FLAGS = {
     "input_tokens": "--isl",
     "output_tokens": "--osl",
     "rate_rps": "--rate",
@@ -74,6 +81,7 @@ _WORKLOAD_FLAGS = {
     "prefix_cache_hit": "--prefix-cache-hit",
     "acceptance_rate": "--acceptance",
     "kind": "--workload-kind",
+    "protocol": "--protocol",
 }
 
 
@@ -93,6 +101,7 @@ def build_request(
     warmup: int | None = None,
     lengths: str | None = None,
     kind: str | None = None,
+    protocol: str | None = None,
 ) -> tuple[EngineConfig, Context]:
     """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise,
     including every rule of tuner.validity (the same rules `tune` samples within)."""
@@ -105,7 +114,7 @@ def build_request(
     try:
         config = EngineConfig(**values)
     except ValidationError as exc:
-        raise _flag_error(exc, {k.name: k.flag for k in knobs.registered()}) from exc
+        raise flag_error(exc, {k.name: k.flag for k in knobs.registered()}) from exc
     wl_fields: dict[str, Any] = {
         "input_tokens": isl,
         "output_tokens": osl,
@@ -117,6 +126,8 @@ def build_request(
         "prefix_cache_hit": prefix_cache_hit,
         "kind": kind,
     }
+    if protocol is not None:
+        wl_fields["protocol"] = protocol
     if acceptance is not None:
         # One flag for both kinds of draft: the user states the acceptance of the draft they chose.
         wl_fields["acceptance_rate"] = acceptance
@@ -124,7 +135,7 @@ def build_request(
     try:
         workload = Workload(**wl_fields)
     except ValidationError as exc:
-        raise _flag_error(exc, _WORKLOAD_FLAGS) from exc
+        raise flag_error(exc, WORKLOAD_FLAGS) from exc
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     draft_name = draft_to_load(config)
     draft = catalog.load_model(draft_name) if draft_name else None

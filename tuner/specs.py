@@ -45,6 +45,7 @@ __all__ = [
     "SearchSpace",
     "Workload",
     "WorkloadKind",
+    "ClientProtocol",
     "arrival_conflict",
     "bytes_per_weight",
     "draft_to_load",
@@ -161,6 +162,9 @@ class GPUProfile(_Strict):
 # What the prompts are like: speculative acceptance depends on it (code copies its context far
 # more than chat does), so shipped measured acceptance curves are keyed by it.
 WorkloadKind = Literal["chat", "code", "other"]
+# How a load is started and counted (tuner.bench.protocols): the tuner's steady state, or the
+# protocol of the benchmark client a user checks the numbers with.
+ClientProtocol = Literal["steady", "vllm-bench", "aiperf", "guidellm"]
 WORKLOAD_KINDS: tuple[str, ...] = ("chat", "code", "other")
 
 
@@ -278,6 +282,12 @@ class Workload(_Strict):
         description="Prompt kind (chat, code, other); None = the SLA preset's kind, if any",
         exclude_if=lambda v: v is None,  # as SLA.kind: older files read back equal
     )
+    protocol: ClientProtocol = Field(
+        default="steady",
+        description="steady: users staggered, warm-up excluded; vllm-bench, aiperf, guidellm: "
+        "every user starts at once and every request counts, as those clients do",
+        exclude_if=lambda v: v == "steady",  # files written before the field read back equal
+    )
     seed: int = 0
 
     @model_validator(mode="after")
@@ -310,9 +320,19 @@ class Workload(_Strict):
         """Requests run first and left out of the statistics (the ramp-up)."""
         if self.warmup_requests is not None:
             return self.warmup_requests
+        if self.protocol != "steady":
+            return 0  # the benchmark clients count every request they send
         if self.is_closed_loop:
             return self.users
         return max(1, round(OPEN_LOOP_WARMUP_FRACTION * self.measured_requests))
+
+    @property
+    def start_ramp_s(self) -> float | None:
+        """Seconds closed-loop users start spread over: `ramp_s`, 0 under a benchmark client's
+        protocol (a burst), None = one request's cycle (the steady state's stagger)."""
+        if self.ramp_s is not None:
+            return self.ramp_s
+        return 0.0 if self.protocol != "steady" else None
 
     @property
     def total_requests(self) -> int:

@@ -347,7 +347,9 @@ class TorchBackend(CheckedBackend):
         preempted_before = engine.scheduler.preemptions
         # Closed-loop users start spread over one request's time (per-token time x output
         # length) unless the workload states the ramp.
-        ramp_s = wl.ramp_s if wl.ramp_s is not None else built.per_token_s * wl.output_tokens
+        ramp_s = wl.start_ramp_s
+        if ramp_s is None:
+            ramp_s = built.per_token_s * wl.output_tokens
         stats = replay(engine, plan, requests, built.sync, ramp_s=ramp_s)
         metrics = aggregate_steady(stats.results, plan.warmup, backend=self.name, sla=ctx.sla)
         metrics.weights_gib = built.weight_bytes / _GIB

@@ -341,7 +341,7 @@ async def arun_workload(
         if plan.arrival_s is not None:
             results = await _open_loop(client, reqs, plan, done)
         else:
-            ramp_s = workload.ramp_s if workload.ramp_s is not None else probe_e2e_s
+            ramp_s = workload.start_ramp_s if workload.start_ramp_s is not None else probe_e2e_s
             starts = plan.user_start_s(ramp_s).tolist()
             results = await _closed_loop(client, reqs, starts, done)
     finally:

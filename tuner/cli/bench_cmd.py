@@ -13,9 +13,13 @@ from rich.table import Table
 
 from tuner import catalog
 from tuner.bench.lengths import workload_length_pairs
+from tuner.bench.protocols import protocol_line
 from tuner.cli.app import app, err_console, finite_positive, guarded
+from tuner.cli.options import ClientProtocolName
 from tuner.cli.output import print_table, say
 from tuner.errors import BackendError, InputError
+from tuner.request import WORKLOAD_FLAGS, flag_error
+from tuner.sla import sla_violations
 from tuner.specs import SLA, Metrics, Workload
 
 # Environment variables holding the API key, first set wins; the key is never written anywhere.
@@ -45,6 +49,7 @@ def _workload(
     seed: int,
     warmup: int | None = None,
     lengths: str | None = None,
+    protocol: str | None = None,
 ) -> Workload:
     if rate is not None and concurrency is not None:
         raise InputError("--rate and --concurrency are exclusive: choose open or closed loop")
@@ -59,10 +64,10 @@ def _workload(
             seed=seed,
             warmup_requests=warmup,
             lengths_file=lengths,
+            **({"protocol": protocol} if protocol is not None else {}),
         )
     except ValidationError as exc:
-        where = "bench workload (--isl/--osl/--rate/--concurrency/--num-requests/--spread/--warmup)"
-        raise InputError(catalog.format_validation_error(exc, where, Workload)) from exc
+        raise flag_error(exc, {**WORKLOAD_FLAGS, "length_spread": "--spread"}) from exc
 
 
 def _table(m: Metrics) -> Table:
@@ -94,18 +99,10 @@ def _summary(m: Metrics, sla: SLA | None) -> list[str]:
     if m.failed_requests:
         lines.append(f"failures: {m.extra.get('failure_reasons')}")
     if sla is not None:
-        p = sla.percentile
-        checks = []
-        if sla.ttft_ms is not None:
-            checks.append(
-                f"TTFT P{p} {m.ttft_ms.at(p):.1f} <= {sla.ttft_ms:g} ms: "
-                f"{'ok' if m.ttft_ms.at(p) <= sla.ttft_ms else 'MISSED'}"
-            )
-        if sla.tpot_ms is not None:
-            checks.append(
-                f"TPOT P{p} {m.tpot_ms.at(p):.1f} <= {sla.tpot_ms:g} ms: "
-                f"{'ok' if m.tpot_ms.at(p) <= sla.tpot_ms else 'MISSED'}"
-            )
+        checks = [
+            f"{v.describe(sla.percentile)}: {'ok' if v.met else 'MISSED'}"
+            for v in sla_violations(m, sla)
+        ]
         lines.append(
             f"SLA {sla.name}: " + "; ".join(checks) + f"; goodput {m.goodput_rps:.2f} req/s"
         )
@@ -179,6 +176,7 @@ def bench(
         int | None, typer.Option(min=0, help="Warm-up requests run in the load, not measured")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of prompts and arrivals")] = 0,
+    protocol: ClientProtocolName = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
 ) -> None:
     """Benchmark a running OpenAI-compatible server; API key from TUNER_API_KEY/OPENAI_API_KEY."""
@@ -192,18 +190,21 @@ def bench(
     check_url(url)
     if api not in ("completions", "chat"):
         raise InputError(f"--api {api!r}: allowed values are completions, chat")
-    workload = _workload(isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths)
+    workload = _workload(
+        isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths, protocol
+    )
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     target_sla = _sla(sla, ttft_ms, tpot_ms)
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
     options = LoadOptions(timeout_s=timeout)
     check_endpoint(endpoint)  # an unreachable URL fails here, before any progress bar is drawn
     metrics = _run_with_progress(endpoint, workload, options, target_sla)
+    metrics.extra["protocol"] = workload.protocol
     if json_out:
         typer.echo(metrics.model_dump_json(indent=2))
     else:
         print_table(_table(metrics))
-        for line in _summary(metrics, target_sla):
+        for line in [*_summary(metrics, target_sla), protocol_line(workload)]:
             say(line)
     if not metrics.feasible:
         raise BackendError(metrics.reason or "the benchmark failed")

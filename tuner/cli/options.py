@@ -117,6 +117,15 @@ WorkloadKindName = Annotated[
         "[default: the SLA preset's]",
     ),
 ]
+ClientProtocolName = Annotated[
+    str | None,
+    typer.Option(
+        "--protocol",
+        help="How the load starts and is counted: steady (users staggered, warm-up excluded) | "
+        "vllm-bench | aiperf | guidellm (every user starts at once and every request counts, "
+        "as those clients report) [default: steady]",
+    ),
+]
 NgramAcceptanceRate = Annotated[
     float | None, typer.Option(help="Per-token acceptance of n-gram (prompt lookup) drafts")
 ]

@@ -10,11 +10,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.backends import BACKENDS
+from tuner.bench.protocols import protocol_line
 from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
 from tuner.cli.options import (
     AcceptanceRate,
     BackendName,
+    ClientProtocolName,
     CompileStep,
     Concurrency,
     GPUName,
@@ -34,7 +36,7 @@ from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.memory import replica_gpus
 from tuner.request import build_request, evaluate_request, prediction_doc
-from tuner.specs import GPUProfile, Metrics
+from tuner.specs import GPUProfile, Metrics, Workload
 
 __all__ = ["predict"]
 
@@ -64,7 +66,7 @@ def _table(m: Metrics, title: str) -> Table:
     return t
 
 
-def _summary_lines(m: Metrics) -> list[str]:
+def _summary_lines(m: Metrics, wl: Workload) -> list[str]:
     lines = [
         f"throughput: {m.output_tokens_per_s:.1f} output tok/s{_pm(m, 'throughput')} "
         f"({m.output_tokens_per_s_per_gpu:.1f} per GPU), {m.total_tokens_per_s:.1f} total tok/s, "
@@ -73,6 +75,7 @@ def _summary_lines(m: Metrics) -> list[str]:
         f"max concurrent sequences {m.max_concurrent_seqs}, peak KV use {m.kv_utilization:.0%}, "
         f"preemptions {m.preemptions}",
         f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
+        protocol_line(wl),
     ]
     if "acceptance" in m.extra:  # a speculating variant: what its speed-up rests on
         lines.append(f"speculation: {m.extra['acceptance']}")
@@ -108,6 +111,7 @@ def predict(
     lengths: LengthsFile = None,
     sla: Annotated[str, typer.Option(help="SLA preset used for goodput")] = "chat",
     workload_kind: WorkloadKindName = None,
+    protocol: ClientProtocolName = None,
     backend: BackendName = "sim",
     model_path: ModelPath = None,
     compile_step: CompileStep = False,
@@ -136,6 +140,7 @@ def predict(
         warmup=warmup,
         lengths=lengths,
         kind=workload_kind,
+        protocol=protocol,
     )
     metrics = evaluate_request(
         config, ctx, backend=backend, model_path=model_path, compile_step=compile_step
@@ -157,5 +162,5 @@ def predict(
         console.print(f"{title}: infeasible: {escape(metrics.reason or '')}", highlight=False)
         return
     print_table(_table(metrics, title))
-    for line in _summary_lines(metrics):
+    for line in _summary_lines(metrics, ctx.workload):
         say(line)

@@ -18,6 +18,7 @@ from tuner.cli.options import (
     CapacityLoad,
     CapacityProbes,
     CapacityProbeSeconds,
+    ClientProtocolName,
     CompileStep,
     FixedLoadRate,
     FixedLoadUsers,
@@ -90,6 +91,7 @@ def tune_command(
     acceptance: AcceptanceRate = None,
     ngram_acceptance: NgramAcceptanceRate = None,
     workload_kind: WorkloadKindName = None,
+    protocol: ClientProtocolName = None,
     backend: BackendName = "sim",
     model_path: ModelPath = None,
     compile_step: CompileStep = False,
@@ -150,6 +152,7 @@ def _new_spec(p: dict[str, Any], knob_flags: dict[str, str | None] | None) -> Ru
         "acceptance_rate": p["acceptance"],
         "ngram_acceptance_rate": p["ngram_acceptance"],
         "kind": p["workload_kind"],
+        "protocol": p["protocol"],
     }
     return build_run_spec(
         model=_required_model(p["model"]),

@@ -145,8 +145,8 @@ def steady_sized(wl: Workload, in_flight: float) -> Workload:
     TPOT P95 10 ms with 200 requests, 21 ms with 2000). Measuring two fillings doubled the
     default tune's time (15 s to 32 s here), so it is one.
     """
-    if wl.num_requests is not None or wl.warmup_requests is not None:
-        return wl
+    if wl.num_requests is not None or wl.warmup_requests is not None or wl.protocol != "steady":
+        return wl  # a benchmark client's protocol sends what it is told and counts it all
     fill = math.ceil(in_flight)
     return wl.model_copy(
         update={

@@ -70,8 +70,8 @@ def sim_requests(
 ) -> RequestSet:
     """The workload's planned trace (warm-up included), closed-loop users spread over a cycle."""
     plan = plan_workload(wl, workload_length_pairs(wl.lengths_file))
-    if wl.ramp_s is not None:
-        ramp = wl.ramp_s
+    if wl.start_ramp_s is not None:
+        ramp = wl.start_ramp_s
     else:
         ramp = closed_loop_cycle_s(wl, target, spec, max_num_seqs, overhead_s)
     return requests_from_plan(plan, ramp)

@@ -244,5 +244,5 @@ def _workload_text(spec: RunSpec) -> str:
         counted = f"{w.measured_requests} requests"
     return (
         f"{w.input_tokens} in / {w.output_tokens} out tokens (+-{w.length_spread:.0%}), {load}, "
-        f"{counted}, prefix hit {w.prefix_cache_hit:.0%}"
+        f"{counted}, prefix hit {w.prefix_cache_hit:.0%}, protocol {w.protocol}"
     )

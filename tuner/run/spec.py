@@ -18,6 +18,7 @@ from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError
 from tuner.knobs import get as get_knob
 from tuner.perf.capacity import LoadMode, ProbeBudget
+from tuner.request import WORKLOAD_FLAGS, flag_error
 from tuner.specs import (
     DEFAULT_SAMPLER,
     SAMPLERS,
@@ -212,7 +213,11 @@ def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
     try:
         return Workload.model_validate({**base, **given})
     except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "workload flags", Workload)) from exc
+        loc = exc.errors()[0]["loc"]
+        if loc and loc[0] in given:  # a flag's value: name the flag, not the field
+            raise flag_error(exc, WORKLOAD_FLAGS) from exc
+        where = f"workload file {file}" if file is not None else "workload flags"
+        raise InputError(catalog.format_validation_error(exc, where, Workload)) from exc
 
 
 def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> SearchSpace:
