@@ -41,7 +41,10 @@ def _ctx(sla: SLA, gpu: str = "h200-sxm", workload: Workload | None = None) -> C
 
 def _price(usd: float) -> PriceTable:
     price = GPUPrice(
-        usd_per_gpu_hour=usd, provider="test", source="https://example.com/p", checked=dt.date.today()
+        usd_per_gpu_hour=usd,
+        provider="test",
+        source="https://example.com/p",
+        checked=dt.date.today(),
     )
     return PriceTable(prices={"h200-sxm": price})
 
@@ -98,7 +101,9 @@ def test_a_bound_no_load_meets_has_no_gpus_cost_or_dollars() -> None:
     assert tight.capacity_rps_per_gpu == 0.0
     assert tight.gpus_per_100_rps is None and tight.cost_vs_sla is None
     assert tight.usd_per_million_output_tokens is None
-    assert any("TPOT 1.5 ms (x0.25)" in ln and "no load meets it" in ln for ln in sla_cost_text(points))
+    assert any(
+        "TPOT 1.5 ms (x0.25)" in ln and "no load meets it" in ln for ln in sla_cost_text(points)
+    )
 
 
 @pytest.mark.unit
