@@ -193,6 +193,11 @@ def _tune_and_print(spec: RunSpec, folder: Path, *, resume: bool, fresh: bool, j
         f"{finished} trials ({outcome.evaluations} evaluations by {spec.backend}) in "
         f"{outcome.wall_s:.1f} s"
     )
+    if steps := outcome.refinement_trials:
+        say(
+            f"refined: {len(steps)} trial(s) after the search stepped to the best one-knob "
+            f"neighbour (trials {', '.join(map(str, steps))})"
+        )
     print_outcome(outcome)
 
 

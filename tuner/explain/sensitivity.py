@@ -89,6 +89,24 @@ def knob_sensitivity(
     config: EngineConfig, ctx: Context, space: SearchSpace, mode: LoadMode = "rate"
 ) -> list[KnobEffect]:
     """Capacity of `config` with each searched knob alone at each of its other space values."""
+    # Refinement (tuner.run.refine) and the run folder ask for the same pick's neighbours: a
+    # pure function of its inputs, so the second ask is the first's answer.
+    key = (config.model_dump_json(), ctx.model_dump_json(), space.model_dump_json(), mode)
+    if key not in _RECENT:
+        _RECENT[key] = _sensitivity(config, ctx, space, mode)
+        while len(_RECENT) > _RECENT_SIZE:
+            _RECENT.pop(next(iter(_RECENT)))
+    return [e.model_copy() for e in _RECENT[key]]
+
+
+# The last few answers of knob_sensitivity, by its inputs serialised (oldest first).
+_RECENT: dict[tuple[str, str, str, str], list[KnobEffect]] = {}
+_RECENT_SIZE = 4
+
+
+def _sensitivity(
+    config: EngineConfig, ctx: Context, space: SearchSpace, mode: LoadMode
+) -> list[KnobEffect]:
     base, _ = _capacity(config, ctx, mode)
     sampling = sampling_space(space, ctx)
     current = config.model_dump()

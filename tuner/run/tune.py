@@ -19,6 +19,7 @@ from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
 from tuner.run.folder import make_run_dir, write_outputs
 from tuner.run.jobs import LocalWorkers
 from tuner.run.lock import run_folder_lock
+from tuner.run.refine import refine
 from tuner.run.shared import bind_spec, claim_worker_number, read_budget
 from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
@@ -63,6 +64,7 @@ class TuneOutcome:
     wall_s: float = 0.0
     interrupted_trials: list[int] | None = None
     worker_errors: list[str] = field(default_factory=list)
+    refinement_trials: list[int] = field(default_factory=list)  # tuner.run.refine, past --trials
 
 
 def storage_url(spec: RunSpec, run_dir: Path) -> str:
@@ -317,6 +319,13 @@ def _tune_locked(
     if stopped and created and _finished_trials(study) == 0:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise InterruptedRunError(f"interrupted before any trial finished; removed {run_dir}")
+    refined: list[int] = []
+    if not stopped:
+        try:
+            with readable_study(run_dir):
+                refined = refine(spec, study, evaluator)
+        except KeyboardInterrupt:
+            stopped = True
     records, result, files = _write_after_search(spec, study, run_dir)
     if stopped:
         raise InterruptedRunError(
@@ -333,6 +342,7 @@ def _tune_locked(
         wall_s=time.perf_counter() - started,
         interrupted_trials=requeue.failed,
         worker_errors=errors,
+        refinement_trials=refined,
     )
 
 
