@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 
 from tuner.backends.base import CheckedBackend
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
+from tuner.perf.capacity import measured_capacity
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.specs import Context, EngineConfig, Metrics, Percentiles
 
 

@@ -89,7 +89,7 @@ def test_capacity_search_builds_the_engine_once_and_probes_within_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tuner.backends.torch import TorchBackend
-    from tuner.perf.capacity import ProbeBudget
+    from tuner.perf.load import ProbeBudget
     from tuner.specs import SLA
 
     backend = get_backend("torch", device="cpu", threads=1)

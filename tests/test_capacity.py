@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from tuner import catalog
 from tuner.backends import evaluate_capacity, get_backend
 from tuner.cli import app
-from tuner.perf.capacity import ProbeBudget, find_capacity, sim_capacity
+from tuner.perf.capacity import find_capacity, sim_capacity
+from tuner.perf.load import ProbeBudget
 from tuner.search.frontier import capacity_frontier
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload
@@ -66,7 +67,7 @@ def test_users_mode_searches_integers() -> None:
 
 
 def test_open_loop_probes_warm_up_for_a_batch_filling_unless_the_counts_are_given() -> None:
-    from tuner.perf.capacity import steady_sized
+    from tuner.perf.load import steady_sized
 
     wl = Workload(rate_rps=40.0)
     assert steady_sized(wl, 3.2) == wl.model_copy(
@@ -111,7 +112,7 @@ SLOW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthChec
 @SLOW
 @given(config=CONFIGS)
 def test_sim_capacity_is_at_most_the_saturated_burst_rate(config: EngineConfig) -> None:
-    from tuner.perf.capacity import workload_at
+    from tuner.perf.load import workload_at
     from tuner.perf.predict import predict_metrics
 
     ctx = _ctx(sla=SLA(ttft_ms=1e6, tpot_ms=1e6))  # no latency bound binds: throughput does
@@ -172,7 +173,7 @@ def test_tune_capacity_agrees_with_predict_for_fp8_weights_and_kv() -> None:
 
 
 def _record(number: int, seqs: int, cap_json: dict) -> TrialRecord:  # type: ignore[type-arg]
-    from tuner.perf.capacity import Capacity
+    from tuner.perf.load import Capacity
 
     cfg = EngineConfig(max_num_seqs=seqs)
     return TrialRecord(number=number, state="complete", params={}, config=cfg,
@@ -199,7 +200,7 @@ def test_variants_with_equal_outcomes_collapse_into_one_row_naming_the_idle_knob
     )
 )  # fmt: skip
 def test_frontier_rows_are_distinct_outcomes(rows: list[tuple[float, float, float, int]]) -> None:
-    from tuner.perf.capacity import Capacity, LoadPoint
+    from tuner.perf.load import Capacity, LoadPoint
     from tuner.search.frontier import OUTCOME_TOLERANCE
 
     records = []

@@ -32,6 +32,13 @@ for command in ("predict", "tune"):
     print(command, "help:", runner.invoke(app, [command, "--help"], terminal_width=200).output)
 tune = runner.invoke(app, sys.argv[1:])
 print("tune exit:", tune.exit_code, tune.output)
+# No exporter row and no EngineLimits field: off its default the knob is refused, not dropped.
+from tuner.backends.torch import TorchBackend
+from tuner.catalog import load_gpu, load_model, load_sla
+from tuner.specs import Context, EngineConfig, Workload
+ctx = Context(model=load_model("llama-tiny-20m"), gpu=load_gpu("rtx-4090"), sla=load_sla("chat"),
+              workload=Workload(num_requests=2, input_tokens=8, output_tokens=2))
+print("torch:", TorchBackend().evaluate(EngineConfig(scratch_level=2), ctx).reason)
 """
 
 
@@ -64,6 +71,12 @@ def test_a_knob_registered_alone_reaches_space_cli_help_and_csv(tmp_path: Path) 
     assert rows and "scratch_level" in rows[0]
     assert {r["scratch_level"] for r in rows if r["state"] == "complete"} <= {"2", "3"}
     assert any(r["scratch_level"] for r in rows if r["state"] == "complete")
+    # Adding the knob touched the registry only: every exporter and the torch engine refuse a
+    # value they have no spelling for (ARCHITECTURE.md, "A new knob"), saying which.
+    readme = (run / "exports" / "README.md").read_text()
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert f"{engine} export has no option for scratch_level=" in readme, engine
+    assert "torch: scratch_level=2: the reference engine does not implement this knob" in out.stdout
 
 
 def test_the_models_and_search_order_are_the_registry() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tuner.catalog import load_gpu, load_model, load_sla
-from tuner.perf.capacity import Capacity, LoadPoint, sim_capacity
+from tuner.perf.capacity import sim_capacity
+from tuner.perf.load import Capacity, LoadPoint
 from tuner.search.frontier import ranked_by_capacity, recommend_capacity
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Percentiles, Workload

@@ -7,7 +7,8 @@ import pytest
 from tuner import catalog
 from tuner.backends import Backend, get_backend
 from tuner.backends.sim import SimBackend
-from tuner.perf.capacity import max_rate_meeting_sla, meets_sla
+from tuner.perf.capacity import max_rate_meeting_sla
+from tuner.sla import meets_sla
 from tuner.specs import SLA, Context, EngineConfig, Workload
 
 pytestmark = pytest.mark.unit

@@ -29,7 +29,7 @@ from tuner.backends.vllm import EXTRA_ARGS_ENV, VLLMBackend, vllm_batch_defaults
 from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.errors import InputError, InterruptedRunError
-from tuner.perf.capacity import Capacity, LoadPoint
+from tuner.perf.load import Capacity, LoadPoint
 from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
 from tuner.screen.baseline import engine_defaults

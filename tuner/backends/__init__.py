@@ -13,7 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 from tuner.errors import InputError, echo
 from tuner.explain.binding import binding_extra, binding_for
 from tuner.perf.bands import band_columns
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
+from tuner.perf.capacity import measured_capacity
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.specs import Context, EngineConfig, Metrics
 
 __all__ = ["BACKENDS", "Backend", "capacity_extra", "evaluate_capacity", "get_backend"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.perf.memory import replica_gpus
 from tuner.specs import Context, EngineConfig, Metrics
 from tuner.validity import invalid_reason

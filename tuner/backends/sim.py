@@ -5,8 +5,9 @@ from __future__ import annotations
 from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.errors import TunerError
 from tuner.perf.bands import band_columns, band_for, grid_point
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, sim_capacity
+from tuner.perf.capacity import sim_capacity
 from tuner.perf.efficiency import Efficiency
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.perf.predict import predict_metrics
 from tuner.specs import Context, EngineConfig, Metrics, draft_to_load
 

@@ -14,7 +14,8 @@ from typing import Any
 from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.bench.stats import aggregate_steady
 from tuner.errors import TunerError
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
+from tuner.perf.capacity import measured_capacity
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.specs import NGRAM, Context, EngineConfig, Metrics, ModelSpec, Workload, is_model_draft
 
@@ -164,6 +165,10 @@ class TorchBackend(CheckedBackend):
         """Build, quantize, size the KV cache, construct and warm up the engine (or why not)."""
         import torch
 
+        from tuner.engine.generate import unsupported_knob
+
+        if reason := unsupported_knob(config):
+            return Metrics.infeasible(reason, backend=self.name)
         if config.tensor_parallel_size != 1:
             return Metrics.infeasible(
                 f"tensor_parallel_size={config.tensor_parallel_size}: the reference engine runs "

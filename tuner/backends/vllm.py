@@ -25,7 +25,8 @@ from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_counters
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import BackendError, TunerError
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget, measured_capacity
+from tuner.perf.capacity import measured_capacity
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
 from tuner.validity import served_model_len
 

@@ -17,11 +17,14 @@ from tuner.engine.kv_cache import BlockAllocator, PagedKVCache
 from tuner.engine.model import Transformer, make_batch
 from tuner.engine.scheduler import Scheduler, Sequence
 from tuner.engine.speculative import greedy_accept, ngram_propose, rejection_accept
+from tuner.knobs.registry import unhandled
 
 __all__ = [
     "Engine",
     "EngineLimits",
+    "BACKEND_KNOBS",
     "limits_for",
+    "unsupported_knob",
     "make_cache",
     "prefill_logits",
     "run_to_completion",
@@ -38,6 +41,27 @@ class EngineLimits:
     block_size: int = 16
     kv_dtype: str = "auto"
     enable_chunked_prefill: bool = True
+
+
+# Knobs the torch backend applies in its own code (weights, speculation, the device count, the
+# memory share, the prefix-caching note); every other knob reaches the engine as a field above.
+BACKEND_KNOBS = frozenset(
+    {
+        "quantization",
+        "draft_model",
+        "num_speculative_tokens",
+        "tensor_parallel_size",
+        "gpu_memory_utilization",
+        "enable_prefix_caching",
+    }
+)
+
+
+def unsupported_knob(config: BaseModel) -> str | None:
+    """Why the reference engine cannot run `config`: a knob off its default that it does not
+    honour (a new knob without an EngineLimits field is refused, never silently dropped)."""
+    knob = unhandled(config, BACKEND_KNOBS | {f.name for f in fields(EngineLimits)})
+    return f"{knob}: the reference engine does not implement this knob" if knob else None
 
 
 def limits_for(config: BaseModel, num_blocks: int) -> EngineLimits:

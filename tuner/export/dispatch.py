@@ -14,6 +14,7 @@ import yaml
 from tuner.errors import InputError
 from tuner.export import ENGINES, sglang, trtllm, vllm
 from tuner.export.bundle import EngineExport
+from tuner.export.tables import unspelled_reason
 from tuner.run.spec import RunSpec
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
@@ -41,6 +42,9 @@ def export_config(
     }
     for engine, make in makers.items():
         if engine not in engines:
+            continue
+        if reason := unspelled_reason(engine, config):
+            out[engine] = reason
             continue
         try:
             out[engine] = make()

@@ -19,9 +19,11 @@ from typing import Any
 
 from tuner.errors import InputError
 from tuner.knobs import KVDtype, Quantization, get
+from tuner.knobs.registry import unhandled
 from tuner.specs import EngineConfig
 
 __all__ = [
+    "CODED_KNOBS",
     "FLAG",
     "ROWS",
     "Layout",
@@ -33,6 +35,7 @@ __all__ = [
     "row_args",
     "row_options",
     "row_tree",
+    "unspelled_reason",
 ]
 
 Spelling = Mapping[Any, str] | Callable[[Any, EngineConfig], object] | str | None
@@ -174,6 +177,28 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
         ),
     },
 }
+
+
+# Knobs every exporter spells in its own code (each needs more than one option), not in rows.
+CODED_KNOBS = frozenset({"quantization", "draft_model", "num_speculative_tokens"})
+# The row tables each exporter reads (TensorRT-LLM: serve options and LLM-API YAML keys).
+_ENGINE_TABLES = {
+    "vllm": ("vllm",),
+    "sglang": ("sglang",),
+    "trtllm": ("trtllm-serve", "trtllm-yaml"),
+}
+
+
+def unspelled_reason(engine: str, config: EngineConfig) -> str | None:
+    """Why `engine`'s export cannot express `config`: a knob off its default that neither a row
+    nor the exporter's own code spells (a new knob needs its row before it is exported)."""
+    spelled = CODED_KNOBS | {
+        r.knob for table in _ENGINE_TABLES[engine] for rows in ROWS[table].values() for r in rows
+    }
+    knob = unhandled(config, spelled)
+    if knob is None:
+        return None
+    return f"{engine} export has no option for {knob} (add its row in tuner/export/tables.py)"
 
 
 def _plain(value: Any) -> Any:

@@ -29,7 +29,15 @@ import yaml
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport, amd_fp8_note, draft_source, shell_join
-from tuner.export.tables import ROWS, Row, fp8_anywhere, layout, row_args, row_options
+from tuner.export.tables import (
+    ROWS,
+    Row,
+    fp8_anywhere,
+    layout,
+    row_args,
+    row_options,
+    unspelled_reason,
+)
 from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
 from tuner.validity import unchunked_reason
 
@@ -160,6 +168,8 @@ def serve_args_for(
 ) -> list[str]:
     """`serve_args` for a known workload: `max_model_len` is its `served_model_len` (None:
     unknown), checked against the step budget when chunked prefill is off."""
+    if reason := unspelled_reason("vllm", config):
+        raise InputError(reason)
     opts = _options(version)
     f = opts.flags
     quant = opts.quantization[config.quantization]

@@ -26,6 +26,7 @@ __all__ = [
     "registered",
     "searched",
     "short_config",
+    "unhandled",
 ]
 
 # Plotly's qualitative "D3" palette; a knob's choices take colours in declaration order and any
@@ -143,6 +144,16 @@ def register(knob: Knob) -> Knob:
 def registered() -> tuple[Knob, ...]:
     """Every knob, in declaration order (the order samplers ask for them)."""
     return tuple(_REGISTRY.values())
+
+
+def unhandled(config: Any, handled: set[str] | frozenset[str]) -> str | None:
+    """The first knob outside `handled` that `config` sets off its default, as "name=value",
+    or None: a consumer written before a knob existed refuses it rather than drop it silently."""
+    for knob in _REGISTRY.values():
+        value = getattr(config, knob.name, knob.default)
+        if knob.name not in handled and value != knob.default:
+            return f"{knob.name}={knob.plain(value)}"
+    return None
 
 
 def searched() -> tuple[Knob, ...]:

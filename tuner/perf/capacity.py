@@ -34,23 +34,7 @@ from tuner.perf.predict import predict_metrics
 from tuner.sla import meets_sla, tightened
 from tuner.specs import SLA, Context, EngineConfig, Metrics
 
-__all__ = [
-    "CAPACITY_HEADROOM",
-    "FIRST_PROBE_RPS",
-    "LADDER_FRACTIONS",
-    "Capacity",
-    "LoadMode",
-    "LoadPoint",
-    "ProbeBudget",
-    "find_capacity",
-    "max_rate_meeting_sla",
-    "measured_capacity",
-    "meets_sla",
-    "sim_capacity",
-    "steady_sized",
-    "tightened",
-    "workload_at",
-]
+__all__ = ["find_capacity", "max_rate_meeting_sla", "measured_capacity", "sim_capacity"]
 
 
 # The lowest rate probed, as a fraction of the saturated rate (effectively one request at a time).

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from tuner.perf.capacity import LoadMode
+from tuner.perf.load import LoadMode
 from tuner.results.io import Upgrade, read_result
 from tuner.search.pareto import Miss
 from tuner.specs import SLA, EngineConfig

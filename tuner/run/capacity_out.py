@@ -11,7 +11,7 @@ from tuner.explain.binding import BINDING_COLUMNS, EVIDENCE_KEYS
 from tuner.export import ENGINES
 from tuner.export.dispatch import expressible
 from tuner.perf.bands import band_columns
-from tuner.perf.capacity import Capacity, LoadPoint
+from tuner.perf.load import Capacity, LoadPoint
 from tuner.results.best import (
     BatchLimits,
     BindingBlock,

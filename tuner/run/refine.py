@@ -5,9 +5,9 @@ h200-sxm / chat it recommended fp16 at TP 2, while its own one-knob sensitivity 
 fp8 weights each worth +27%. Each refinement step asks the simulator for the pick's neighbours
 (the sensitivity of tuner.explain), enqueues the best one that gains more than MIN_GAIN_PCT as a
 real trial of the study (so it is recorded, ranked and exported like any other), and repeats
-from the new pick. Steps are trials beyond --trials, at most MAX_STEPS, and only where the
-backend is the simulator: there a neighbour costs what the sensitivity already paid, while on a
-measured backend each would be an engine start the user did not budget.
+from the new pick. Steps are trials beyond --trials, at most MAX_STEPS and a fifth of --trials,
+and only where the backend is the simulator: there a neighbour costs what the sensitivity
+already paid, while on a measured backend each would be an engine start the user did not budget.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def refine(spec: RunSpec, study: optuna.Study, objective: Objective) -> list[int
     if spec.backend != "sim" or not spec.is_capacity:
         return []
     numbers: list[int] = []
-    for step in range(MAX_STEPS):
+    # A fifth of the sampler's budget at most: a 4-trial smoke run is not doubled.
+    for step in range(min(MAX_STEPS, max(1, spec.trials // 5))):
         records = search.records(study)
         params = _next_step(spec, records)
         if params is None:

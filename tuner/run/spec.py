@@ -17,7 +17,7 @@ from tuner.bench.lengths import workload_length_pairs
 from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError
 from tuner.knobs import get as get_knob
-from tuner.perf.capacity import LoadMode, ProbeBudget
+from tuner.perf.load import LoadMode, ProbeBudget
 from tuner.request import WORKLOAD_FLAGS, flag_error
 from tuner.specs import (
     DEFAULT_SAMPLER,

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, echo
-from tuner.perf.capacity import ProbeBudget
+from tuner.perf.load import ProbeBudget
 from tuner.run.spec import RunSpec
 
 __all__ = [

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from tuner.backends.sim import SimBackend
 from tuner.calibrate.profile import write_profile
 from tuner.calibrate.refit import REQUEST_QUANTITIES, Observation, refit_profile
-from tuner.perf.capacity import workload_at
+from tuner.perf.load import workload_at
 from tuner.run.spec import RunSpec
 from tuner.screen.variant import ConfirmedVariant
 from tuner.specs import SLA, Context, GPUProfile

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tuner.perf.capacity import Capacity
+from tuner.perf.load import Capacity
 from tuner.specs import EngineConfig, Metrics
 
 __all__ = ["ConfirmedVariant", "Side", "config_key"]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from tuner.perf.capacity import CAPACITY_HEADROOM
+from tuner.perf.load import CAPACITY_HEADROOM
 from tuner.search.trials import KNOBS, TrialRecord
 from tuner.specs import SLA
 

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from tuner.backends import Backend, evaluate_capacity
 from tuner.errors import InputError
 from tuner.knobs import searched
-from tuner.perf.capacity import Capacity, LoadMode, ProbeBudget
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.search.objectives import constraint_names, constraint_values, objectives_for
 from tuner.search.parallel import run_trials
 from tuner.search.storage import make_storage
