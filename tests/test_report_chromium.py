@@ -68,4 +68,7 @@ def test_report_renders_plots_without_js_errors(report: Path, tmp_path: Path) ->
     for fid in ("sensitivity", "sla-cost"):
         assert "main-svg" in dom[dom.index(f'id="{fid}"') :][:20000], fid
     assert "1 closed-loop users" not in dom and "open-loop Poisson arrivals" in dom
+    # Every front row names its binding limit, with the simulator's evidence.
+    table = dom[dom.index('<table class="pareto">') :]
+    assert "<th>binding limit</th>" in table and "limited by " in table
     assert 'src="http' not in dom  # nothing fetched from the network: plotly.js is inline

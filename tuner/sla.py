@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from tuner.metrics import Metrics
 from tuner.specs import SLA
 
-__all__ = ["Violation", "meets_sla", "sla_violations", "tightened"]
+__all__ = ["Violation", "bounds_text", "meets_sla", "sla_violations", "tightened"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,13 @@ def tightened(sla: SLA, headroom: float) -> SLA:
             "tpot_ms": None if sla.tpot_ms is None else sla.tpot_ms * scale,
         }
     )
+
+
+def bounds_text(sla: SLA, none: str = "no latency bound") -> str:
+    """The SLA's bounds as "TTFT P95 <= 500 ms, TPOT P95 <= 50 ms" (`none` when it has none)."""
+    parts = [
+        f"{name} P{sla.percentile} <= {bound:g} ms"
+        for name, bound in (("TTFT", sla.ttft_ms), ("TPOT", sla.tpot_ms))
+        if bound is not None
+    ]
+    return ", ".join(parts) or none

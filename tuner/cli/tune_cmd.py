@@ -195,7 +195,7 @@ def _tune_and_print(spec: RunSpec, folder: Path, *, resume: bool, fresh: bool, j
     )
     if steps := outcome.refinement_trials:
         say(
-            f"refined: {len(steps)} trial(s) after the search stepped to the best one-knob "
+            f"refined: {len(steps)} of them stepped from the pick to its best one-knob "
             f"neighbour (trials {', '.join(map(str, steps))})"
         )
     print_outcome(outcome)

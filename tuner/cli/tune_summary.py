@@ -19,7 +19,7 @@ from tuner.run.folder import SENSITIVITY_FILE, SLA_COST_FILE
 from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.search.trials import TrialRecord
-from tuner.specs import SLA
+from tuner.sla import bounds_text
 
 __all__ = [
     "MAX_FRONT_ROWS",
@@ -48,15 +48,6 @@ def speculation_line(rec: TrialRecord) -> str | None:
             f"speculation: acceptance measured {float(extra['spec_acceptance_rate']):.2f} per token"  # type: ignore[arg-type]
         )
     return None
-
-
-def _bounds(sla: SLA) -> str:
-    parts = []
-    if sla.ttft_ms is not None:
-        parts.append(f"TTFT P{sla.percentile} <= {sla.ttft_ms:g} ms")
-    if sla.tpot_ms is not None:
-        parts.append(f"TPOT P{sla.percentile} <= {sla.tpot_ms:g} ms")
-    return ", ".join(parts) or "no latency bound"
 
 
 def _at(p: LoadPoint, mode: str, pct: int) -> str:
@@ -102,7 +93,7 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     spec, result = outcome.spec, outcome.result
     pct = spec.sla.percentile
     how = "open-loop Poisson rate" if spec.capacity_load == "rate" else "closed-loop users"
-    say(f"mode: capacity ({how}): each variant's highest load meeting {_bounds(spec.sla)}")
+    say(f"mode: capacity ({how}): each variant's highest load meeting {bounds_text(spec.sla)}")
     if result.frontier:
         print_table(_front_table(outcome))
         say(f"load: {load_unit(spec.capacity_load)} per replica; s/b: max seqs / batched tokens;")

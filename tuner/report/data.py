@@ -32,6 +32,7 @@ class Point(BaseModel):
     tput_per_gpu: float
     capacity_tok_s_per_gpu: float | None = None  # capacity mode: goodput at the SLA
     band_pct: dict[str, float] = {}  # predicted quantity -> error band, % (sim only)
+    binding: str = ""  # capacity mode: what stops its load, and why (tuner.explain.binding)
     meets_sla: bool
     on_front: bool
     recommended: bool
@@ -93,6 +94,7 @@ def _point(r: TrialRecord, result: ParetoResult, spec: RunSpec) -> Point:
         tput_per_gpu=r.metrics.output_tokens_per_s_per_gpu,
         capacity_tok_s_per_gpu=float(capacity) if isinstance(capacity, int | float) else None,
         band_pct=_bands(extra),
+        binding=str(extra.get("binding_evidence", "")),
         meets_sla=r.meets(spec.sla),
         on_front=r.number in result.front,
         recommended=r.number == result.recommended,

@@ -21,7 +21,8 @@ th{background:#f3f3f3} tr.recommended td{background:#fff3b0;font-weight:bold}
 .ok{background:#eef8ee;padding:8px}.fail{background:#fdeaea;padding:8px}
 .inputs td{text-align:left} .plot{margin:16px 0} #js-errors{color:#b00}
 .card{border:1px solid #9c9;border-radius:6px} .card ul{margin:4px 0}
-.binding{background:#fff8e0;padding:6px;margin:4px 0} .sensitivity td:first-child{text-align:left}
+.binding{background:#fff8e0;padding:6px;margin:4px 0}
+.pareto td:last-child{text-align:left;max-width:420px} .sensitivity td:first-child{text-align:left}
 """
 
 
@@ -41,6 +42,7 @@ def _table(data: ReportData) -> str:
         f"TPOT P{pct} ms",
         "tok/s/GPU",
         "capacity tok/s/GPU",
+        "binding limit",
     ]
     rows = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for n in data.front:
@@ -53,6 +55,7 @@ def _table(data: ReportData) -> str:
             f"{p.tpot_ms:.2f}{_pm(p, 'tpot')}",
             f"{p.tput_per_gpu:.0f}{_pm(p, 'throughput')}",
             "" if p.capacity_tok_s_per_gpu is None else f"{p.capacity_tok_s_per_gpu:.0f}",
+            p.binding,
         ]
         rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return '<table class="pareto">' + "".join(rows) + "</table>"

@@ -5,9 +5,10 @@ h200-sxm / chat it recommended fp16 at TP 2, while its own one-knob sensitivity 
 fp8 weights each worth +27%. Each refinement step asks the simulator for the pick's neighbours
 (the sensitivity of tuner.explain), enqueues the best one that gains more than MIN_GAIN_PCT as a
 real trial of the study (so it is recorded, ranked and exported like any other), and repeats
-from the new pick. Steps are trials beyond --trials, at most MAX_STEPS and a fifth of --trials,
-and only where the backend is the simulator: there a neighbour costs what the sensitivity
-already paid, while on a measured backend each would be an engine start the user did not budget.
+from the new pick. The steps are the last trials of --trials (a fifth, at most MAX_STEPS; what
+they leave unused goes back to the sampler), only in a process alone on its study (no --jobs,
+no --storage), and only where the backend is the simulator: a measured neighbour would be an
+engine start ranked by a prediction, which is the screened tune.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tuner.search.pareto import analyze
 from tuner.search.study import config_from_params
 from tuner.search.trials import TrialRecord
 
-__all__ = ["MAX_STEPS", "MIN_GAIN_PCT", "refine"]
+__all__ = ["MAX_STEPS", "MIN_GAIN_PCT", "refine", "reserved"]
 
 MAX_STEPS = 4
 # A neighbour must predict this much more capacity to be worth a trial (noise is below 1%).
@@ -68,19 +69,26 @@ def _fixed(n: int) -> Callable[[], int]:
     return lambda: n
 
 
-def refine(spec: RunSpec, study: optuna.Study, objective: Objective) -> list[int]:
-    """Run up to MAX_STEPS refinement trials on a simulator capacity run; their numbers."""
+def reserved(spec: RunSpec) -> int:
+    """Trials of the --trials budget kept for refinement: a fifth, at most MAX_STEPS; none on
+    a measured backend, in fixed-load mode or below 5 trials."""
     if spec.backend != "sim" or not spec.is_capacity:
-        return []
+        return 0
+    return min(MAX_STEPS, spec.trials // 5)
+
+
+def refine(spec: RunSpec, study: optuna.Study, objective: Objective, budget: int) -> list[int]:
+    """Refinement trials while the study holds fewer than `budget` finished ones, up to
+    `reserved(spec)` of them; their numbers (the caller fills what is left with the sampler)."""
     numbers: list[int] = []
-    # A fifth of the sampler's budget at most: a 4-trial smoke run is not doubled.
-    for step in range(min(MAX_STEPS, max(1, spec.trials // 5))):
-        records = search.records(study)
-        params = _next_step(spec, records)
+    for step in range(reserved(spec)):
+        finished = len(study.get_trials(deepcopy=False, states=_FINISHED))
+        if finished >= budget:
+            break  # other processes of a shared study spent the reserve on sampled trials
+        params = _next_step(spec, search.records(study))
         if params is None:
             break
         study.enqueue_trial(params, user_attrs={"refinement_step": step + 1})
-        target = len(study.get_trials(deepcopy=False, states=_FINISHED)) + 1
-        run_trials(study, objective, budget=_fixed(target), max_trials=1)
+        run_trials(study, objective, budget=_fixed(finished + 1), max_trials=1)
         numbers.append(max(t.number for t in study.get_trials(deepcopy=False)))
     return numbers

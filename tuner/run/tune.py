@@ -19,7 +19,7 @@ from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
 from tuner.run.folder import make_run_dir, write_outputs
 from tuner.run.jobs import LocalWorkers
 from tuner.run.lock import run_folder_lock
-from tuner.run.refine import refine
+from tuner.run.refine import refine, reserved
 from tuner.run.shared import bind_spec, claim_worker_number, read_budget
 from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
@@ -64,7 +64,7 @@ class TuneOutcome:
     wall_s: float = 0.0
     interrupted_trials: list[int] | None = None
     worker_errors: list[str] = field(default_factory=list)
-    refinement_trials: list[int] = field(default_factory=list)  # tuner.run.refine, past --trials
+    refinement_trials: list[int] = field(default_factory=list)  # tuner.run.refine
 
 
 def storage_url(spec: RunSpec, run_dir: Path) -> str:
@@ -239,18 +239,32 @@ def _search(
     evaluator: search.Evaluator,
     jobs: int,
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None,
-) -> list[str]:
-    """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met."""
+) -> tuple[list[str], list[int]]:
+    """Evaluate trials here (and in jobs-1 worker processes) until the study's budget is met;
+    the worker errors and the refinement trials (tuner.run.refine)."""
     url = storage_url(spec, run_dir)
     with LocalWorkers(url, spec.study_name, jobs - 1, run_dir / "workers") as workers:
+        # Alone on its study, this process samples up to the refinement reserve, refines, then
+        # fills what is left; a shared study's other processes would race for the reserve.
+        alone = jobs == 1 and spec.storage is None
+        keep, started = (reserved(spec) if alone else 0), time.monotonic()
+        run_trials(
+            study,
+            evaluator,
+            budget=lambda: read_budget(study, spec.trials) - keep,
+            timeout_s=spec.timeout_s,
+            callbacks=callbacks or (),
+        )
+        refined = refine(spec, study, evaluator, read_budget(study, spec.trials)) if keep else []
+        left = None if spec.timeout_s is None else spec.timeout_s - (time.monotonic() - started)
         run_trials(
             study,
             evaluator,
             budget=lambda: read_budget(study, spec.trials),
-            timeout_s=spec.timeout_s,
+            timeout_s=None if left is None else max(0.0, left),
             callbacks=callbacks or (),
         )
-    return workers.errors
+    return workers.errors, refined
 
 
 def _write_after_search(
@@ -306,10 +320,10 @@ def _tune_locked(
     requeue = RequeueOnce()
     with readable_study(run_dir), study_lock(study._storage, study.study_name):  # noqa: SLF001
         reap_dead_trials(study, requeue)  # trials of a killed earlier run, queued again
-    stopped, errors = False, list[str]()
+    stopped, errors, refined = False, list[str](), list[int]()
     try:
         with readable_study(run_dir):
-            errors = _search(spec, run_dir, study, evaluator, jobs, callbacks)
+            errors, refined = _search(spec, run_dir, study, evaluator, jobs, callbacks)
     except KeyboardInterrupt:
         stopped = True
     except BaseException:
@@ -319,13 +333,6 @@ def _tune_locked(
     if stopped and created and _finished_trials(study) == 0:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise InterruptedRunError(f"interrupted before any trial finished; removed {run_dir}")
-    refined: list[int] = []
-    if not stopped:
-        try:
-            with readable_study(run_dir):
-                refined = refine(spec, study, evaluator)
-        except KeyboardInterrupt:
-            stopped = True
     records, result, files = _write_after_search(spec, study, run_dir)
     if stopped:
         raise InterruptedRunError(

@@ -20,7 +20,7 @@ from tuner.search.frontier import (
 )
 from tuner.search.objectives import Objective, objectives_for, sla_violations
 from tuner.search.trials import TrialRecord
-from tuner.sla import meets_sla, tightened
+from tuner.sla import bounds_text, meets_sla, tightened
 from tuner.specs import SLA
 
 __all__ = [
@@ -347,13 +347,8 @@ def analyze(
 
 def no_feasible_message(result: ParetoResult, sla: SLA, total: int) -> str:
     """Plain words for a study where nothing met the SLA, naming the closest variants."""
-    bounds = []
-    if sla.ttft_ms is not None:
-        bounds.append(f"TTFT P{sla.percentile} <= {sla.ttft_ms:g} ms")
-    if sla.tpot_ms is not None:
-        bounds.append(f"TPOT P{sla.percentile} <= {sla.tpot_ms:g} ms")
     head = (
-        f"no variant met the SLA ({', '.join(bounds) or 'memory fit'}) in {total} trials; "
+        f"no variant met the SLA ({bounds_text(sla, 'memory fit')}) in {total} trials; "
         "nothing is recommended."
     )
     lines = [head]
