@@ -45,7 +45,7 @@ import optuna
 
 from tuner import catalog
 from tuner.backends import evaluate_capacity, get_backend
-from tuner.perf.capacity import Capacity
+from tuner.perf.load import Capacity
 from tuner.search import study as search
 from tuner.search.frontier import capacity_frontier, frontier_history
 from tuner.search.trials import KNOBS, TrialRecord
