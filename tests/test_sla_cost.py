@@ -21,7 +21,7 @@ from tuner.explain.sla_cost import (
     sla_cost_text,
     write_sla_cost_csv,
 )
-from tuner.perf.load import ProbeBudget
+from tuner.perf.load import LoadMode, ProbeBudget
 from tuner.plan.prices import GPUPrice, PriceTable
 from tuner.specs import SLA, Context, EngineConfig, Workload
 
@@ -161,10 +161,11 @@ def test_the_csv_keeps_missing_figures_as_empty_cells(tmp_path: Path) -> None:
     mode=st.sampled_from(["rate", "users"]),
 )
 def test_loosening_an_sla_bound_never_lowers_capacity(
-    tpot: float, ttft: float, quantization: str, mode: str
+    tpot: float, ttft: float, quantization: str, mode: LoadMode
 ) -> None:
     ctx = _ctx(SLA(ttft_ms=ttft, tpot_ms=tpot), workload=_QUICK)
-    points = sla_cost_curve(EngineConfig(quantization=quantization), ctx, mode, prices=_NO_PRICES)  # type: ignore[arg-type]
+    config = EngineConfig(quantization=quantization)
+    points = sla_cost_curve(config, ctx, mode, prices=_NO_PRICES)
     tol = ProbeBudget().rel_tol  # capacity is bisected to this tolerance
     for bound in ("ttft", "tpot", "both"):
         curve = sorted((p for p in points if p.bound == bound), key=lambda p: p.scale)
