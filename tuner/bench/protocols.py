@@ -44,15 +44,15 @@ def compare_hint(protocol: str) -> str:
 
 def protocol_line(wl: Workload) -> str:
     """One line saying which protocol the numbers follow: start, warm-up and counting."""
-    start = (
-        "open-loop Poisson arrivals from t = 0"
-        if not wl.is_closed_loop
-        else "users start at once"
-        if wl.start_ramp_s == 0
-        else "users start staggered"
-        if wl.start_ramp_s is None
-        else f"users start spread over {wl.start_ramp_s:g} s"
-    )
+    ramp = wl.start_ramp_s
+    if not wl.is_closed_loop:
+        start = "open-loop Poisson arrivals from t = 0"
+    elif ramp is None:
+        start = "users start staggered"
+    elif ramp == 0:
+        start = "users start at once"
+    else:
+        start = f"users start spread over {ramp:g} s"
     warm = wl.warmup_count
     counted = "every request counted" if warm == 0 else f"{warm} warm-up requests not counted"
     return f"protocol {wl.protocol}: {start}, {counted} ({compare_hint(wl.protocol)})"

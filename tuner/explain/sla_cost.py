@@ -72,13 +72,11 @@ class SLACostPoint(BaseModel):
 
 def _scaled(sla: SLA, bound: Scaled, scale: float) -> SLA:
     def by(name: str, value: float | None) -> float | None:
-        return None if value is None or bound not in (name, "both") else value * scale
+        scaled = value is not None and bound in (name, "both")
+        return value * scale if scaled and value is not None else value
 
     return sla.model_copy(
-        update={
-            "ttft_ms": by("ttft", sla.ttft_ms) or sla.ttft_ms,
-            "tpot_ms": by("tpot", sla.tpot_ms) or sla.tpot_ms,
-        }
+        update={"ttft_ms": by("ttft", sla.ttft_ms), "tpot_ms": by("tpot", sla.tpot_ms)}
     )
 
 
