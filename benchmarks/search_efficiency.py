@@ -31,7 +31,7 @@ import optuna
 
 from tuner import catalog
 from tuner.backends import get_backend
-from tuner.run.spec import DEFAULT_TUNE_CONCURRENCY
+from tuner.run_spec import DEFAULT_TUNE_CONCURRENCY
 from tuner.search import study as search
 from tuner.search.pareto import analyze, hypervolume_history, to_minimization
 from tuner.search.trials import KNOBS, TrialRecord

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tuner.backends import evaluate_capacity
+from tuner.backends.binding import DRIVERS, binding_for, binding_limit
 from tuner.backends.sim import SimBackend
 from tuner.catalog import load_gpu, load_model, load_sla
 from tuner.cli import app
-from tuner.explain.binding import DRIVERS, binding_for, binding_limit
 from tuner.perf.capacity import sim_capacity
 from tuner.perf.costs import step_cost_model
 from tuner.specs import SLA, Context, EngineConfig, Workload

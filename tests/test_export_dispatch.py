@@ -9,8 +9,8 @@ import pytest
 from tuner.errors import InputError
 from tuner.export.dispatch import export_config, expressible, write_engine_exports, write_exports
 from tuner.run.export_trial import export_trial
-from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
+from tuner.run_spec import build_run_spec
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Quantization
 

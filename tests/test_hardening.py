@@ -412,7 +412,7 @@ def test_ctrl_c_inside_a_trial_logs_no_optuna_traceback(tmp_path: Path, monkeypa
 
     from tuner.errors import InterruptedRunError
     from tuner.run import tune as tune_module
-    from tuner.run.spec import load_run_spec
+    from tuner.run_spec import load_run_spec
 
     run = tmp_path / "r"
     argv = [*TUNE, "--model", "llama-3.2-1b", "--trials", "1", "--run-dir", str(run)]

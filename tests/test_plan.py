@@ -17,8 +17,8 @@ from tuner.errors import InputError
 from tuner.plan import PlanRequest, PlanResult, PriceTable, load_prices, plan
 from tuner.plan.fit import check_fit, fit_note, tp_sizes
 from tuner.plan.models import KindPlan
+from tuner.plan.plan_file import load_plan
 from tuner.plan.planner import rank_kinds, size_option
-from tuner.plan.prices import GPUPrice
 from tuner.plan.search import CapacityChoice, knob_grid
 from tuner.plan.sizing import (
     energy_j_per_token,
@@ -27,7 +27,7 @@ from tuner.plan.sizing import (
     usd_per_million_tokens,
     utilisation,
 )
-from tuner.results.plan import load_plan
+from tuner.prices import GPUPrice
 from tuner.specs import EngineConfig, IntRange, KVDtype, Quantization, Workload
 
 pytestmark = pytest.mark.unit

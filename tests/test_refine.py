@@ -8,8 +8,8 @@ import pytest
 
 from tuner.explain.sensitivity import knob_sensitivity
 from tuner.run.refine import MAX_STEPS, MIN_GAIN_PCT, refine, reserved
-from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
+from tuner.run_spec import build_run_spec
 
 
 def test_the_default_tune_ends_on_a_pick_no_one_knob_neighbour_beats(tmp_path: Path) -> None:

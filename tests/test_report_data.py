@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from tuner.cli import app
 from tuner.report.data import report_data
 from tuner.report.figures import figures
-from tuner.run.spec import load_run_spec
 from tuner.run.tune import open_study
+from tuner.run_spec import load_run_spec
 from tuner.search import study as search
 from tuner.search.pareto import analyze
 

@@ -13,18 +13,18 @@ import pytest
 import yaml
 
 from tuner.errors import InputError
-from tuner.results.best import (
+from tuner.plan.plan_file import PLAN_SCHEMA_VERSION, load_plan
+from tuner.result_io import dump_result
+from tuner.run.best_file import (
     BEST_SCHEMA_VERSION,
     LoadPointBlock,
     ScreenedBest,
     TunedBest,
     load_best,
 )
-from tuner.results.confirm import CONFIRM_SCHEMA_VERSION, load_confirm
-from tuner.results.io import dump_result
-from tuner.results.plan import PLAN_SCHEMA_VERSION, load_plan
 from tuner.run.folder import best_file
-from tuner.run.spec import build_run_spec
+from tuner.run_spec import build_run_spec
+from tuner.screen.confirm_file import CONFIRM_SCHEMA_VERSION, load_confirm
 from tuner.search.pareto import analyze
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics, Percentiles

@@ -17,9 +17,9 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.run.spec import build_run_spec
 from tuner.run.tune import open_study
 from tuner.run.worker import work
+from tuner.run_spec import build_run_spec
 from tuner.search.parallel import ATTR_WORKER, SYS_FAILED_TRIAL, RequeueOnce
 from tuner.search.storage import make_storage
 

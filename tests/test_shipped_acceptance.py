@@ -12,7 +12,7 @@ from tuner.catalog import load_gpu, load_model, load_sla
 from tuner.cli import app
 from tuner.perf.capacity import sim_capacity
 from tuner.perf.speculative import acceptance_for, expected_tokens_from_curve, shipped_curve
-from tuner.results.best import TunedBest, load_best
+from tuner.run.best_file import TunedBest, load_best
 from tuner.specs import Context, EngineConfig, Workload
 
 

@@ -22,7 +22,7 @@ from tuner.explain.sla_cost import (
     write_sla_cost_csv,
 )
 from tuner.perf.load import LoadMode, ProbeBudget
-from tuner.plan.prices import GPUPrice, PriceTable
+from tuner.prices import GPUPrice, PriceTable
 from tuner.specs import SLA, Context, EngineConfig, Workload
 
 _NO_PRICES = PriceTable()

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tuner.cli import app
-from tuner.results.best import TunedBest, load_best
+from tuner.run.best_file import TunedBest, load_best
 
 BASE = ["tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sla", "chat"]
 
@@ -74,8 +74,8 @@ def test_unknown_capacity_load_is_one_line_exit_2(tmp_path: Path) -> None:
 
 def test_capacity_report_data_matches_the_frontier(tmp_path: Path) -> None:
     from tuner.report.capacity import MAX_CURVES, capacity_report
-    from tuner.run.spec import load_run_spec
     from tuner.run.tune import open_study
+    from tuner.run_spec import load_run_spec
     from tuner.search import study as search
     from tuner.search.pareto import analyze
 

@@ -30,8 +30,8 @@ from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.errors import InputError, InterruptedRunError
 from tuner.perf.load import Capacity, LoadPoint
-from tuner.run.spec import build_run_spec
 from tuner.run.tune import tune
+from tuner.run_spec import build_run_spec
 from tuner.screen.baseline import engine_defaults
 from tuner.screen.candidates import pick_candidates
 from tuner.screen.journal import append_measured, read_measured, restore_measured

@@ -16,17 +16,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tuner.catalog import (
-    MAX_NESTING,
-    _exists,
-    _is_dir,
-    format_validation_error,
-    nesting_depth,
-    read_text,
-)
 from tuner.errors import InputError, echo
 from tuner.hf_families import READERS, SUPPORTED_MOE, Config, read_dense
 from tuner.model_spec import ModelSpec
+from tuner.yaml_read import (
+    MAX_NESTING,
+    format_validation_error,
+    is_dir,
+    nesting_depth,
+    path_exists,
+    read_text,
+)
 
 __all__ = ["SUPPORTED_MOE", "load_hf_config", "spec_fields"]
 
@@ -154,8 +154,8 @@ def _read_json(file: Path) -> Any:
 
 def load_hf_config(path: Path) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face `config.json` (file or model directory)."""
-    file = path / "config.json" if _is_dir(path) else path
-    if not _exists(file):
+    file = path / "config.json" if is_dir(path) else path
+    if not path_exists(file):
         raise InputError(f"{file}: no such file (expected a Hugging Face config.json)")
     cfg = _read_json(file)
     if not isinstance(cfg, dict):

@@ -10,8 +10,8 @@ import importlib
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from tuner.backends.binding import binding_extra, binding_for
 from tuner.errors import InputError, echo
-from tuner.explain.binding import binding_extra, binding_for
 from tuner.perf.bands import band_columns
 from tuner.perf.capacity import measured_capacity
 from tuner.perf.load import Capacity, LoadMode, ProbeBudget

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from tuner import catalog
 from tuner.calibration_schema import AcceptanceCurve, Calibration, CalibrationGrid
 from tuner.errors import InputError
 from tuner.specs import GPUProfile
+from tuner.yaml_read import load_yaml_model
 
 if TYPE_CHECKING:  # the fit pulls in scipy; `tuner acceptance` imports this module at start-up
     from tuner.calibrate.fit import FitResult
@@ -101,7 +101,7 @@ def require_calibrated(path: Path) -> None:
     """One-line error unless `path` is a valid GPU profile with a calibration block."""
     if not path.is_file():
         raise InputError(f"--into {path}: no such profile file")
-    if catalog.load_yaml_model(path, GPUProfile).calibration is None:
+    if load_yaml_model(path, GPUProfile).calibration is None:
         raise InputError(
             f"{path}: the profile has no calibration block; run `tuner calibrate` first"
         )

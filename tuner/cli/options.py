@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli.app import finite_positive
-from tuner.run.spec import MAX_TRIALS
+from tuner.run_spec import MAX_TRIALS
 
 __all__ = [
     "AcceptanceRate",

@@ -21,8 +21,8 @@ from rich.table import Table
 from tuner.cli.output import print_table, say
 from tuner.errors import NoFeasibleConfigError
 from tuner.knobs.registry import short_config
-from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome
+from tuner.run_spec import RunSpec
 from tuner.screen.baseline import describe
 from tuner.screen.options import FLAGS, ScreenOptions, checked_flags, screen_spec
 from tuner.screen.run import ScreenedOutcome, check_screened_run, gain_text, screened_tune

@@ -51,9 +51,9 @@ from tuner.detect import local_gpu_profile
 from tuner.errors import InputError
 from tuner.run.export_trial import export_trial
 from tuner.run.inputs import check_overrides, default_num_gpus, target_folder, with_budgets
-from tuner.run.spec import DEFAULT_TRIALS, RunSpec, build_run_spec, load_run_spec
 from tuner.run.tune import rebuild, tune
 from tuner.run.worker import rebuild_from_storage
+from tuner.run_spec import DEFAULT_TRIALS, RunSpec, build_run_spec, load_run_spec
 from tuner.screen.journal import load_resumed, screen_of
 from tuner.screen.options import ScreenOptions
 from tuner.specs import DEFAULT_SAMPLER, GPUProfile

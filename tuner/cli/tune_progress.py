@@ -20,7 +20,7 @@ from rich.progress import (
 
 from tuner.cli.app import console
 from tuner.cli.output import say
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.search.parallel import count_states
 from tuner.search.trials import ATTR_METRICS
 

@@ -16,8 +16,8 @@ from tuner.knobs.registry import short_config
 from tuner.perf.load import LoadPoint
 from tuner.run.capacity_out import engine_picks, format_load, load_unit
 from tuner.run.folder import SENSITIVITY_FILE, SLA_COST_FILE
-from tuner.run.spec import RunSpec
 from tuner.run.tune import TuneOutcome, require_recommendation
+from tuner.run_spec import RunSpec
 from tuner.search.trials import TrialRecord
 from tuner.sla import bounds_text
 

@@ -19,7 +19,7 @@ from tuner.backends import evaluate_capacity
 from tuner.backends.sim import SimBackend
 from tuner.knobs import searched
 from tuner.perf.load import LoadMode
-from tuner.results.io import write_atomic
+from tuner.result_io import write_atomic
 from tuner.search.study import config_from_params, grid_values, sampling_space
 from tuner.specs import Context, EngineConfig, SearchSpace
 

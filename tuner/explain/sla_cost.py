@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 from tuner.backends import evaluate_capacity
 from tuner.backends.sim import SimBackend
 from tuner.perf.load import LoadMode
-from tuner.plan.prices import PriceTable, load_prices
-from tuner.results.io import write_atomic
+from tuner.prices import PriceTable, load_prices
+from tuner.result_io import write_atomic
 from tuner.specs import SLA, Context, EngineConfig
 
 __all__ = [

@@ -15,7 +15,7 @@ from tuner.errors import InputError
 from tuner.export import ENGINES, sglang, trtllm, vllm
 from tuner.export.bundle import EngineExport
 from tuner.export.tables import unspelled_reason
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
 from tuner.validity import served_model_len

@@ -2,7 +2,7 @@
 
 from tuner.plan.models import KindPlan, Option, PlanRequest, PlanResult
 from tuner.plan.planner import plan
-from tuner.plan.prices import GPUPrice, PriceTable, load_prices
+from tuner.prices import GPUPrice, PriceTable, load_prices
 
 __all__ = [
     "GPUPrice",

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tuner.plan.prices import GPUPrice
 from tuner.plan.sizing import DEFAULT_HEADROOM
+from tuner.prices import GPUPrice
 from tuner.specs import SLA, EngineConfig, GPUProfile, ModelSpec, SearchSpace, Workload
 
 __all__ = ["KindPlan", "Option", "PlanRequest", "PlanResult", "Status"]

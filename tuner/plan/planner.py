@@ -24,8 +24,8 @@ from tuner.plan.fit import (
     tp_sizes,
 )
 from tuner.plan.models import KindPlan, Option, PlanRequest, PlanResult
-from tuner.plan.prices import GPUPrice, PriceTable
 from tuner.plan.search import CapacityChoice, best_capacity_config, knob_grid
+from tuner.prices import GPUPrice, PriceTable
 from tuner.specs import Context, GPUProfile, Metrics, Quantization
 
 __all__ = ["plan", "plan_kind", "rank_kinds", "size_option"]

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from tuner.perf.speculative import acceptance_for
 from tuner.report.answer import AnswerCard, Explanations, answer_card
 from tuner.report.capacity import CapacityReport, capacity_report
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
 from tuner.search.trials import TrialRecord
@@ -32,7 +32,7 @@ class Point(BaseModel):
     tput_per_gpu: float
     capacity_tok_s_per_gpu: float | None = None  # capacity mode: goodput at the SLA
     band_pct: dict[str, float] = {}  # predicted quantity -> error band, % (sim only)
-    binding: str = ""  # capacity mode: what stops its load, and why (tuner.explain.binding)
+    binding: str = ""  # capacity mode: what stops its load, and why (tuner.backends.binding)
     meets_sla: bool
     on_front: bool
     recommended: bool

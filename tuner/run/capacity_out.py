@@ -7,19 +7,19 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from tuner.explain.binding import BINDING_COLUMNS, EVIDENCE_KEYS
+from tuner.backends.binding import BINDING_COLUMNS, EVIDENCE_KEYS
 from tuner.export import ENGINES
 from tuner.export.dispatch import expressible
 from tuner.perf.bands import band_columns
 from tuner.perf.load import Capacity, LoadPoint
-from tuner.results.best import (
+from tuner.run.best_file import (
     BatchLimits,
     BindingBlock,
     CapacityFields,
     LoadPointBlock,
     OperatingBlock,
 )
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.search.frontier import FrontPoint, ranked_by_capacity
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS, TrialRecord

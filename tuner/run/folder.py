@@ -14,8 +14,8 @@ from tuner.export.dispatch import write_engine_exports
 from tuner.report.answer import Explanations
 from tuner.report.data import report_data
 from tuner.report.render import render_html
-from tuner.results.best import CapacityFields, ExportPick, TunedBest, TunedPick
-from tuner.results.io import dump_result, write_atomic
+from tuner.result_io import dump_result, write_atomic
+from tuner.run.best_file import CapacityFields, ExportPick, TunedBest, TunedPick
 from tuner.run.capacity_out import (
     CAPACITY_COLUMNS,
     capacity_fields,
@@ -23,7 +23,7 @@ from tuner.run.capacity_out import (
     pick_notes,
     write_frontier_csv,
 )
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig

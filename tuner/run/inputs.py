@@ -10,8 +10,8 @@ from pathlib import Path
 from tuner.detect import MEASURING_BACKENDS, local_device_count
 from tuner.errors import InputError
 from tuner.run.folder import claim_run_dir
-from tuner.run.spec import DEFAULT_NUM_GPUS, RunSpec, run_dir_name
 from tuner.run.tune import check_run_dir
+from tuner.run_spec import DEFAULT_NUM_GPUS, RunSpec, run_dir_name
 
 __all__ = [
     "CONFIG_OVERRIDES",

@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from tuner.explain.sensitivity import KnobEffect, knob_sensitivity
 from tuner.knobs import searched
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.search import study as search
 from tuner.search.parallel import Objective, run_trials
 from tuner.search.pareto import analyze

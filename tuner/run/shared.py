@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 
 from tuner.errors import InputError
-from tuner.run.spec import RunSpec, validate_run_spec
+from tuner.run_spec import RunSpec, validate_run_spec
 from tuner.search.storage import public_url, study_lock
 
 __all__ = [

@@ -21,7 +21,7 @@ from tuner.run.jobs import LocalWorkers
 from tuner.run.lock import run_folder_lock
 from tuner.run.refine import refine, reserved
 from tuner.run.shared import bind_spec, claim_worker_number, read_budget
-from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
+from tuner.run_spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
 from tuner.search.parallel import RequeueOnce, reap_dead_trials, run_trials
 from tuner.search.pareto import ParetoResult, analyze, no_feasible_message

@@ -16,8 +16,8 @@ from tuner.backends import get_backend
 from tuner.errors import InputError
 from tuner.run.lock import run_folder_lock
 from tuner.run.shared import claim_worker_number, read_budget, spec_from_study
-from tuner.run.spec import RUN_FILE, RunSpec
 from tuner.run.tune import TuneOutcome, rebuild, run_evaluator
+from tuner.run_spec import RUN_FILE, RunSpec
 from tuner.search import study as search
 from tuner.search.parallel import count_states, run_trials
 from tuner.search.storage import GRACE_S, make_storage, public_url

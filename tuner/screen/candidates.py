@@ -4,7 +4,7 @@ the measuring backend can run."""
 from __future__ import annotations
 
 from tuner.backends import Backend
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.screen.variant import ConfirmedVariant, config_key
 from tuner.search.frontier import ranked_by_capacity
 from tuner.search.trials import TrialRecord

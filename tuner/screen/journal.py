@@ -15,11 +15,11 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tuner import catalog
 from tuner.errors import InputError
-from tuner.run.spec import RUN_FILE, RunSpec, load_run_spec
+from tuner.run_spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.screen.options import ScreenOptions, resumed_options
 from tuner.screen.variant import ConfirmedVariant, config_key
+from tuner.yaml_read import load_yaml_model
 
 __all__ = [
     "JOURNAL_FILE",
@@ -77,7 +77,7 @@ def load_screened_run(run_dir: Path) -> ScreenedRun | None:
                 "its screen"
             )
         return None
-    run = catalog.load_yaml_model(file, ScreenedRun)
+    run = load_yaml_model(file, ScreenedRun)
     run.spec.check()
     return run
 

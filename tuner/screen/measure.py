@@ -10,7 +10,7 @@ from collections.abc import Callable
 from tuner.backends import Backend, evaluate_capacity
 from tuner.backends.sim import SimBackend
 from tuner.perf.load import Capacity, ProbeBudget, workload_at
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.screen.options import screen_spec
 from tuner.screen.variant import ConfirmedVariant, Side
 from tuner.specs import Metrics

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, echo
 from tuner.perf.load import ProbeBudget
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 
 __all__ = [
     "FLAGS",

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from tuner.export.dispatch import write_exports
-from tuner.results.best import MeasuredPick, ScreenedBest, VariantSummary
-from tuner.results.confirm import CONFIRM_HEADER, ConfirmFile
-from tuner.results.io import dump_result, write_atomic
+from tuner.result_io import dump_result, write_atomic
+from tuner.run.best_file import MeasuredPick, ScreenedBest, VariantSummary
 from tuner.run.capacity_out import capacity_fields
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
+from tuner.screen.confirm_file import CONFIRM_HEADER, ConfirmFile
 from tuner.screen.options import ScreenOptions
 from tuner.screen.variant import ConfirmedVariant
 from tuner.search.trials import KNOBS

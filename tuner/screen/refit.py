@@ -14,7 +14,7 @@ from tuner.backends.sim import SimBackend
 from tuner.calibrate.profile import write_profile
 from tuner.calibrate.refit import REQUEST_QUANTITIES, Observation, refit_profile
 from tuner.perf.load import workload_at
-from tuner.run.spec import RunSpec
+from tuner.run_spec import RunSpec
 from tuner.screen.variant import ConfirmedVariant
 from tuner.specs import SLA, Context, GPUProfile
 

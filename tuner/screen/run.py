@@ -17,8 +17,8 @@ from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, InterruptedRunError
 from tuner.run.folder import make_run_dir
 from tuner.run.lock import run_folder_lock
-from tuner.run.spec import RUN_FILE, RunSpec
 from tuner.run.tune import TuneOutcome, run_backend, tune
+from tuner.run_spec import RUN_FILE, RunSpec
 from tuner.screen.baseline import describe, engine_defaults
 from tuner.screen.candidates import pick_candidates
 from tuner.screen.journal import (

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tuner.results.io import keep_layout, read_result
-from tuner.run.spec import RunSpec
+from tuner.result_io import keep_layout, read_result
+from tuner.run_spec import RunSpec
 from tuner.screen.options import ScreenOptions
 from tuner.screen.variant import ConfirmedVariant
 

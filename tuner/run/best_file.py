@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from tuner.perf.load import LoadMode
-from tuner.results.io import Upgrade, read_result
+from tuner.result_io import Upgrade, read_result
 from tuner.search.pareto import Miss
 from tuner.specs import SLA, EngineConfig
 

@@ -30,6 +30,7 @@ from tuner.specs import (
     Workload,
     is_model_draft,
 )
+from tuner.yaml_read import format_validation_error, load_yaml_model
 
 __all__ = [
     "DEFAULT_NUM_GPUS",
@@ -158,7 +159,7 @@ def resolve_drafts(space: SearchSpace) -> dict[str, ModelSpec]:
 def load_run_spec(path: Path) -> RunSpec:
     """Read run.yaml (a file or a run folder holding one)."""
     file = path / RUN_FILE if path.is_dir() else path
-    spec = catalog.load_yaml_model(file, RunSpec)
+    spec = load_yaml_model(file, RunSpec)
     return spec.check()
 
 
@@ -177,7 +178,7 @@ def validate_run_spec(data: dict[str, Any], where: str) -> RunSpec:
     try:
         return RunSpec.model_validate(data).check()
     except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, where, RunSpec)) from exc
+        raise InputError(format_validation_error(exc, where, RunSpec)) from exc
 
 
 # Closed-loop users of the fixed-load comparison in benchmarks (a moderately busy replica): the
@@ -200,14 +201,14 @@ def _sla(preset: str, ttft_ms: float | None, tpot_ms: float | None, pct: int | N
     try:
         return SLA.model_validate({**base.model_dump(), **update})
     except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "SLA flags", SLA)) from exc
+        raise InputError(format_validation_error(exc, "SLA flags", SLA)) from exc
 
 
 def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
     given = {k: v for k, v in fields.items() if v is not None}
     base: dict[str, Any] = {}
     if file is not None:
-        base = catalog.load_yaml_model(file, Workload).model_dump()
+        base = load_yaml_model(file, Workload).model_dump()
     if "rate_rps" in given:
         base.pop("concurrency", None)
     try:
@@ -217,7 +218,7 @@ def _workload(file: Path | None, fields: dict[str, Any]) -> Workload:
         if loc and loc[0] in given:  # a flag's value: name the flag, not the field
             raise flag_error(exc, WORKLOAD_FLAGS) from exc
         where = f"workload file {file}" if file is not None else "workload flags"
-        raise InputError(catalog.format_validation_error(exc, where, Workload)) from exc
+        raise InputError(format_validation_error(exc, where, Workload)) from exc
 
 
 def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> SearchSpace:
@@ -230,9 +231,7 @@ def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> Sear
         return SearchSpace.model_validate({**space.model_dump(), **values, "name": space.name})
     except ValueError as exc:  # pydantic's ValidationError is a ValueError too
         if isinstance(exc, ValidationError):
-            raise InputError(
-                catalog.format_validation_error(exc, "knob flags", SearchSpace)
-            ) from exc
+            raise InputError(format_validation_error(exc, "knob flags", SearchSpace)) from exc
         raise InputError(str(exc)) from exc
 
 
@@ -313,4 +312,4 @@ def build_run_spec(
     try:
         return RunSpec.model_validate(data).check()
     except ValidationError as exc:
-        raise InputError(catalog.format_validation_error(exc, "tune flags", RunSpec)) from exc
+        raise InputError(format_validation_error(exc, "tune flags", RunSpec)) from exc

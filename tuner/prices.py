@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tuner import catalog
 from tuner.errors import InputError
+from tuner.yaml_read import load_yaml_model
 
 __all__ = ["DEFAULT_PRICES", "GPUPrice", "PriceTable", "load_prices"]
 
@@ -58,7 +59,7 @@ def load_prices(path: Path | None = None, extra_names: Sequence[str] = ()) -> Pr
     file = path if path is not None else catalog.data_dir("prices") / f"{DEFAULT_PRICES}.yaml"
     if path is not None and not path.is_file():
         raise InputError(f"--prices {path}: no such file")
-    table = catalog.load_yaml_model(file, PriceTable)
+    table = load_yaml_model(file, PriceTable)
     known = sorted({*catalog.list_names("hardware_profiles"), *extra_names})
     unknown = sorted(set(table.prices) - set(known))
     if unknown:

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from tuner.plan.models import PlanResult
-from tuner.results.io import keep_layout, read_result
+from tuner.result_io import keep_layout, read_result
 
 __all__ = ["PLAN_SCHEMA_VERSION", "PlanFile", "load_plan"]
 
