@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import InputError
-from tuner.export.dispatch import export_config, expressible, write_engine_exports, write_exports
+from tuner.export.dispatch import export_config, expressible
 from tuner.run.export_trial import export_trial
+from tuner.run.exports import write_engine_exports, write_exports
 from tuner.run.tune import tune
 from tuner.run_spec import build_run_spec
 from tuner.search.trials import TrialRecord

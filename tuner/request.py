@@ -29,7 +29,6 @@ from tuner.validity import invalid_reason
 __all__ = [
     "WORKLOAD_FLAGS",
     "build_request",
-    "evaluate_request",
     "flag_error",
     "prediction_doc",
 ]
@@ -150,29 +149,6 @@ def build_request(
     if reason := invalid_reason(config, ctx):
         raise InputError(reason)
     return config, ctx
-
-
-def evaluate_request(
-    config: EngineConfig,
-    ctx: Context,
-    *,
-    backend: str = "sim",
-    model_path: str | None = None,
-    compile_step: bool = False,
-) -> Metrics:
-    """Predict (sim, with its capacity search) or measure (torch, vllm) one valid request."""
-    from tuner.backends import get_backend
-
-    options: dict[str, Any] = {}
-    if backend == "sim":
-        options["capacity"] = True
-    elif model_path is not None:
-        options["model_path"] = model_path
-    if compile_step:
-        if backend != "torch":
-            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
-        options["compile"] = True
-    return get_backend(backend, **options).evaluate(config, ctx)
 
 
 def prediction_doc(metrics: Metrics, config: EngineConfig, ctx: Context) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from tuner.knobs.declared import KVDtype, Quantization
-from tuner.knobs.registry import Knob, get, registered
+from tuner.knobs.registry import get
+from tuner.knobs.rules import config_reason
 
 if TYPE_CHECKING:
     from tuner.model_spec import ModelSpec
-    from tuner.specs import Context, Workload
+    from tuner.specs import Context, EngineConfig, Workload
 
 __all__ = [
     "MODEL_LEN_MARGIN_TOKENS",
@@ -28,7 +29,6 @@ __all__ = [
     "RULES",
     "Rule",
     "allowed_values",
-    "config_reason",
     "heads_split_reason",
     "invalid_reason",
     "longest_request_tokens",
@@ -44,7 +44,7 @@ MODEL_LEN_ROUND_TOKENS = 256
 FP8_BLOCK = 128
 
 
-Check = Callable[[Any, "Context"], "str | None"]
+Check = Callable[["EngineConfig", "Context"], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -62,31 +62,7 @@ class Rule:
         return self.check if engine == "vllm" or self.elsewhere is None else self.elsewhere
 
 
-def _needs_reason(knob: Knob, c: Any) -> str | None:
-    # A knob that only acts with another (speculative tokens need a draft model).
-    value = getattr(c, knob.name, knob.default)
-    if knob.needs and value != knob.default and not getattr(c, knob.needs, None):
-        return f"{knob.name}={value} needs a {knob.needs}"
-    return None
-
-
-def _power_of_two_reason(knob: Knob, c: Any) -> str | None:
-    value = getattr(c, knob.name, knob.default)
-    if knob.power_of_two and (value < 1 or value & (value - 1)):
-        return f"{knob.name}={value} is not a power of two"
-    return None
-
-
-def config_reason(c: Any) -> str | None:
-    """Why a set of knob values is invalid whatever the hardware (EngineConfig runs this)."""
-    for knob in registered():
-        reason = _needs_reason(knob, c) or _power_of_two_reason(knob, c)
-        if reason:
-            return reason
-    return None
-
-
-def _fp8_weights(c: Any, ctx: Context) -> str | None:
+def _fp8_weights(c: EngineConfig, ctx: Context) -> str | None:
     # Without FP8 tensor cores fp8 only shrinks bytes (weight-only), which int8-wo already covers.
     fp8 = (Quantization.fp8, Quantization.fp8_block)
     if c.quantization in fp8 and not ctx.gpu.supports_fp8:
@@ -97,7 +73,7 @@ def _fp8_weights(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _nvfp4_vendor(c: Any, ctx: Context) -> str | None:
+def _nvfp4_vendor(c: EngineConfig, ctx: Context) -> str | None:
     # NVFP4 kernels (CUTLASS/FlashInfer, and vLLM's FP4 Marlin emulation) are CUDA-only; ROCm
     # engines run the OCP format instead.
     if c.quantization is Quantization.nvfp4 and ctx.gpu.vendor != "nvidia":
@@ -105,7 +81,7 @@ def _nvfp4_vendor(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _block_shards(c: Any, ctx: Context) -> str | None:
+def _block_shards(c: EngineConfig, ctx: Context) -> str | None:
     # Block-scaled FP8 shards whole 128-wide blocks: vLLM refuses a TP shard of an MLP or expert
     # whose width is not a multiple of the block (Fp8LinearMethod / Fp8MoEMethod checks).
     if c.quantization is not Quantization.fp8_block:
@@ -124,25 +100,25 @@ def _block_shards(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _fp8_kv(c: Any, ctx: Context) -> str | None:
+def _fp8_kv(c: EngineConfig, ctx: Context) -> str | None:
     if c.kv_dtype is KVDtype.fp8 and not ctx.gpu.supports_fp8:
         return f"fp8 KV cache needs FP8 support; {ctx.gpu.name} has none (use int8)"
     return None
 
 
-def _int8_math(c: Any, ctx: Context) -> str | None:
+def _int8_math(c: EngineConfig, ctx: Context) -> str | None:
     if c.quantization is Quantization.int8 and ctx.gpu.int8_tops <= 0:
         return f"int8 w8a8 needs INT8 tensor cores; {ctx.gpu.name} has none (use int8-wo)"
     return None
 
 
-def _tp_beyond_gpus(c: Any, ctx: Context) -> str | None:
+def _tp_beyond_gpus(c: EngineConfig, ctx: Context) -> str | None:
     if c.tensor_parallel_size > ctx.num_gpus:
         return f"tensor_parallel_size={c.tensor_parallel_size} > {ctx.num_gpus} GPUs available"
     return None
 
 
-def _replica_beyond_gpus(c: Any, ctx: Context) -> str | None:
+def _replica_beyond_gpus(c: EngineConfig, ctx: Context) -> str | None:
     gpus = c.tensor_parallel_size * c.data_parallel_size
     if gpus > ctx.num_gpus:
         return (
@@ -152,7 +128,7 @@ def _replica_beyond_gpus(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _dp_needs_moe(c: Any, ctx: Context) -> str | None:
+def _dp_needs_moe(c: EngineConfig, ctx: Context) -> str | None:
     # Attention DP pays off when ranks share MoE layers; for a dense model DP ranks are plain
     # replicas, which `tuner plan` sizes.
     if c.data_parallel_size > 1 and not ctx.model.is_moe:
@@ -163,13 +139,13 @@ def _dp_needs_moe(c: Any, ctx: Context) -> str | None:
     return None
 
 
-def _ep_needs_moe(c: Any, ctx: Context) -> str | None:
+def _ep_needs_moe(c: EngineConfig, ctx: Context) -> str | None:
     if c.expert_parallel and not ctx.model.is_moe:
         return f"expert_parallel needs a MoE model; {ctx.model.name} is dense"
     return None
 
 
-def _ep_splits_experts(c: Any, ctx: Context) -> str | None:
+def _ep_splits_experts(c: EngineConfig, ctx: Context) -> str | None:
     # Every GPU holds the same number of whole experts (vLLM's and SGLang's default placement).
     ep = c.tensor_parallel_size * c.data_parallel_size
     experts = ctx.model.num_experts
@@ -189,11 +165,11 @@ def heads_split_reason(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def _tp_splits_heads(c: Any, ctx: Context) -> str | None:
+def _tp_splits_heads(c: EngineConfig, ctx: Context) -> str | None:
     return heads_split_reason(ctx.model, c.tensor_parallel_size)
 
 
-def _budget_below_seqs(c: Any, ctx: Context) -> str | None:
+def _budget_below_seqs(c: EngineConfig, ctx: Context) -> str | None:
     # vLLM SchedulerConfig refuses max_num_batched_tokens < max_num_seqs (one token per sequence).
     if c.max_num_batched_tokens < c.max_num_seqs:
         return f"max_num_batched_tokens={c.max_num_batched_tokens} < max_num_seqs={c.max_num_seqs}"
@@ -218,7 +194,7 @@ def served_model_len(ctx: Context) -> int:
     return min(rounded, ctx.model.max_context)
 
 
-def unchunked_reason(config: Any, max_model_len: int) -> str | None:
+def unchunked_reason(config: EngineConfig, max_model_len: int) -> str | None:
     """Why a variant with chunked prefill off cannot serve requests of `max_model_len` tokens.
 
     vLLM refuses to start with max_num_batched_tokens < max_model_len when chunked prefill is
@@ -233,11 +209,11 @@ def unchunked_reason(config: Any, max_model_len: int) -> str | None:
     return None
 
 
-def _unchunked_budget(c: Any, ctx: Context) -> str | None:
+def _unchunked_budget(c: EngineConfig, ctx: Context) -> str | None:
     return unchunked_reason(c, served_model_len(ctx))
 
 
-def _unchunked_prompt(c: Any, ctx: Context) -> str | None:
+def _unchunked_prompt(c: EngineConfig, ctx: Context) -> str | None:
     # SGLang and TensorRT-LLM start with any budget; without chunking they only need each
     # prompt to fit one step (TensorRT-LLM rejects a longer prompt, SGLang admits it alone).
     pairs = _length_pairs(ctx.workload)
@@ -285,7 +261,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def invalid_reason(config: Any, ctx: Context, *, engine: str = "vllm") -> str | None:
+def invalid_reason(config: EngineConfig, ctx: Context, *, engine: str = "vllm") -> str | None:
     """Why `config` cannot run under `ctx` (first failing rule), or None when it is valid.
 
     `engine` is the engine the variant runs on: the tuner's default target is vLLM, whose

@@ -17,7 +17,14 @@ from tuner.perf.capacity import measured_capacity
 from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.specs import Context, EngineConfig, Metrics
 
-__all__ = ["BACKENDS", "Backend", "capacity_extra", "evaluate_capacity", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "capacity_extra",
+    "evaluate_capacity",
+    "evaluate_request",
+    "get_backend",
+]
 
 
 @runtime_checkable
@@ -116,3 +123,24 @@ def evaluate_capacity(
             update={"extra": {**metrics.extra, **capacity_extra(cap, ctx.sla.percentile), **why}}
         )
     return cap, metrics
+
+
+def evaluate_request(
+    config: EngineConfig,
+    ctx: Context,
+    *,
+    backend: str = "sim",
+    model_path: str | None = None,
+    compile_step: bool = False,
+) -> Metrics:
+    """Predict (sim, with its capacity search) or measure (torch, vllm) one valid request."""
+    options: dict[str, Any] = {}
+    if backend == "sim":
+        options["capacity"] = True
+    elif model_path is not None:
+        options["model_path"] = model_path
+    if compile_step:
+        if backend != "torch":
+            raise InputError(f"--compile applies to --backend torch only (got --backend {backend})")
+        options["compile"] = True
+    return get_backend(backend, **options).evaluate(config, ctx)

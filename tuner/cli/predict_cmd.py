@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tuner.backends import BACKENDS
+from tuner.backends import BACKENDS, evaluate_request
 from tuner.bench.protocols import protocol_line
 from tuner.cli.app import app, console, guarded
 from tuner.cli.knob_flags import knob_options
@@ -35,7 +35,7 @@ from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.memory import replica_gpus
-from tuner.request import build_request, evaluate_request, prediction_doc
+from tuner.request import build_request, prediction_doc
 from tuner.specs import GPUProfile, Metrics, Workload
 
 __all__ = ["predict"]

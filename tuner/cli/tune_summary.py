@@ -13,8 +13,8 @@ from tuner.cli.output import print_table, say
 from tuner.explain.sensitivity import effect_text, read_sensitivity_csv, top_effects
 from tuner.explain.sla_cost import read_sla_cost_csv, sla_cost_text
 from tuner.knobs.registry import short_config
-from tuner.perf.load import LoadPoint
-from tuner.run.capacity_out import engine_picks, format_load, load_unit
+from tuner.perf.load import LoadPoint, format_load, load_unit
+from tuner.run.capacity_out import engine_picks
 from tuner.run.folder import SENSITIVITY_FILE, SLA_COST_FILE
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.run_spec import RunSpec

@@ -9,7 +9,7 @@ from pydantic import Field, create_model, model_validator
 from tuner.knobs.base import IntKnob, IntRange, Strict
 from tuner.knobs.declared import EngineKnobs, SpaceKnobs
 from tuner.knobs.registry import Knob, registered
-from tuner.validity import config_reason
+from tuner.knobs.rules import config_reason
 
 __all__ = [
     "EngineConfigBase",

@@ -20,6 +20,9 @@ __all__ = [
     "FIRST_PROBE_RPS",
     "LADDER_FRACTIONS",
     "Capacity",
+    "format_load",
+    "load_unit",
+    "probe_at",
     "LoadMode",
     "LoadPoint",
     "ProbeBudget",
@@ -154,3 +157,19 @@ def steady_sized(wl: Workload, in_flight: float) -> Workload:
             "num_requests": max(wl.measured_requests, fill),
         }
     )
+
+
+def load_unit(mode: str) -> str:
+    """How a load of this mode is counted."""
+    return "req/s" if mode == "rate" else "users"
+
+
+def format_load(load: float, mode: str) -> str:
+    """A load as printed: req/s with two decimals, users as a whole number."""
+    return f"{load:,.2f}" if mode == "rate" else f"{load:,.0f}"
+
+
+def probe_at(cap: Capacity | None, load: float) -> LoadPoint | None:
+    """The capacity probe of `cap` at exactly `load` (a frontier row's), if any."""
+    points = cap.points if cap else []
+    return next((p for p in points if p.load == load), None)

@@ -8,13 +8,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tuner.export.dispatch import write_exports
 from tuner.knobs.registry import footprint_knobs, footprint_words, get
 from tuner.plan.chart import chart_data, render_html
 from tuner.plan.models import KindPlan, Option, PlanResult
 from tuner.plan.plan_file import PlanFile
 from tuner.plan.search import REFINED_KNOBS
 from tuner.result_io import dump_result, write_atomic
+from tuner.run.exports import write_exports
 from tuner.run_spec import RunSpec
 
 __all__ = ["CSV_FIELDS", "plan_dir_name", "plan_rows", "summary_lines", "write_plan"]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from tuner.explain.sensitivity import KnobEffect, effect_text, top_effects
 from tuner.explain.sla_cost import SLACostPoint, sla_cost_text
 from tuner.knobs.registry import short_config
-from tuner.run.capacity_out import format_load, load_unit
+from tuner.perf.load import format_load, load_unit
 from tuner.search.trials import TrialRecord
 
 __all__ = [

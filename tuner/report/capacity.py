@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.perf.load import load_unit, probe_at
 from tuner.report.shapes import SLA_LINE, hline
-from tuner.run.capacity_out import load_unit, probe_at
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA
@@ -104,7 +104,7 @@ def _error_bar(
 ) -> tuple[float, float, float] | None:
     """The band of the probe at `load` as error bars: throughput +-, and per-user speed (1000 /
     TPOT) down to 1/(1 + b) and up to 1/(1 - b) of itself (b capped at 0.9)."""
-    probe = probe_at(r, load)
+    probe = probe_at(r.capacity, load)
     if probe is None or probe.band is None:
         return None
     b = min(probe.band.tpot, 0.9)

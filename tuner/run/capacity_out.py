@@ -11,7 +11,7 @@ from tuner.backends.binding import BINDING_COLUMNS, EVIDENCE_KEYS
 from tuner.export import ENGINES
 from tuner.export.dispatch import expressible
 from tuner.perf.bands import band_columns
-from tuner.perf.load import Capacity, LoadPoint
+from tuner.perf.load import Capacity, LoadPoint, load_unit, probe_at
 from tuner.run.best_file import (
     BatchLimits,
     BindingBlock,
@@ -30,10 +30,7 @@ __all__ = [
     "binding_block",
     "capacity_fields",
     "engine_picks",
-    "format_load",
-    "load_unit",
     "pick_notes",
-    "probe_at",
     "write_frontier_csv",
 ]
 
@@ -48,16 +45,6 @@ CAPACITY_COLUMNS = (
     *band_columns(None),
     *BINDING_COLUMNS,
 )
-
-
-def load_unit(mode: str) -> str:
-    """How a load of this mode is counted."""
-    return "req/s" if mode == "rate" else "users"
-
-
-def format_load(load: float, mode: str) -> str:
-    """A load as printed: req/s with two decimals, users as a whole number."""
-    return f"{load:,.2f}" if mode == "rate" else f"{load:,.0f}"
 
 
 def engine_picks(
@@ -116,12 +103,6 @@ def pick_notes(
     }
 
 
-def probe_at(record: TrialRecord, load: float) -> LoadPoint | None:
-    """The capacity probe of `record` at exactly `load` (a frontier row's), if any."""
-    points = record.capacity.points if record.capacity else []
-    return next((p for p in points if p.load == load), None)
-
-
 def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:
     bands = {k: None if v == "" else v for k, v in band_columns(p.band).items()}
     return {
@@ -176,7 +157,7 @@ def binding_block(metrics: Metrics) -> BindingBlock | None:
 def _frontier_row(i: int, q: FrontPoint, r: TrialRecord, pct: int) -> dict[str, Any]:
     cfg = r.config.model_dump(mode="json") if r.config else {}
     extra = r.metrics.extra if r.metrics else {}
-    probe = probe_at(r, q.load)
+    probe = probe_at(r.capacity, q.load)
     return {
         "rank": i + 1,
         "trial": q.trial,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tuner.errors import InputError
 from tuner.export.bundle import EngineExport
-from tuner.export.dispatch import write_exports
+from tuner.run.exports import write_exports
 from tuner.run.tune import open_study, readable_study
 from tuner.run_spec import load_run_spec
 from tuner.search.trials import TrialRecord, record_from_frozen

@@ -10,7 +10,6 @@ from typing import Any
 from tuner.errors import InputError
 from tuner.explain.sensitivity import knob_sensitivity, write_sensitivity_csv
 from tuner.explain.sla_cost import sla_cost_curve, write_sla_cost_csv
-from tuner.export.dispatch import write_engine_exports
 from tuner.report.answer import Explanations
 from tuner.report.data import report_data
 from tuner.report.render import render_html
@@ -23,6 +22,7 @@ from tuner.run.capacity_out import (
     pick_notes,
     write_frontier_csv,
 )
+from tuner.run.exports import write_engine_exports
 from tuner.run_spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord

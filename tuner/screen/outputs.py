@@ -8,10 +8,10 @@ import io
 from pathlib import Path
 from typing import Any
 
-from tuner.export.dispatch import write_exports
 from tuner.result_io import dump_result, write_atomic
 from tuner.run.best_file import MeasuredPick, ScreenedBest, VariantSummary
 from tuner.run.capacity_out import capacity_fields
+from tuner.run.exports import write_exports
 from tuner.run_spec import RunSpec
 from tuner.screen.confirm_file import CONFIRM_HEADER, ConfirmFile
 from tuner.screen.options import ScreenOptions

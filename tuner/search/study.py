@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from tuner.backends import Backend, evaluate_capacity
 from tuner.errors import InputError
 from tuner.knobs import searched
+from tuner.knobs.rules import config_reason
 from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.search.objectives import constraint_names, constraint_values, objectives_for
 from tuner.search.parallel import run_trials
@@ -46,7 +47,7 @@ from tuner.specs import (
     SearchSpace,
     is_model_draft,
 )
-from tuner.validity import allowed_values, config_reason, invalid_reason
+from tuner.validity import allowed_values, invalid_reason
 
 __all__ = [
     "DEFAULT_SAMPLER",
