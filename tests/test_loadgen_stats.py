@@ -12,9 +12,9 @@ from tuner.bench.stats import (
     aggregate,
     aggregate_steady,
     peak_decoding,
-    percentiles_ms,
     summarize_failures,
 )
+from tuner.metrics import percentiles_ms
 from tuner.specs import SLA
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from tuner.search.pareto import (
-    SLA_HEADROOM,
     analyze,
     hypervolume,
     hypervolume_history,
@@ -21,6 +20,7 @@ from tuner.search.pareto import (
     to_minimization,
 )
 from tuner.search.trials import TrialRecord
+from tuner.sla import SLA_HEADROOM
 from tuner.specs import SLA, EngineConfig, Metrics, Percentiles
 
 pytestmark = pytest.mark.unit

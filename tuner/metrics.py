@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
+from numpy.typing import ArrayLike
 from pydantic import Field
 
 from tuner.knobs.models import Strict as _Strict
 
-__all__ = ["Metrics", "Percentiles"]
+__all__ = ["PERCENTILES", "Metrics", "Percentiles", "percentiles_ms"]
+
+# The percentiles every latency is summarised at (vLLM bench serve reports the same).
+PERCENTILES = (50, 90, 95, 99)
 
 
 class Percentiles(_Strict):
@@ -21,6 +26,16 @@ class Percentiles(_Strict):
     def at(self, percentile: int) -> float:
         """Value at one of the percentiles 50/90/95/99."""
         return float(getattr(self, f"p{percentile}"))
+
+
+def percentiles_ms(values_s: ArrayLike) -> Percentiles:
+    """Mean and P50/P90/P95/P99 in ms of durations in seconds (numpy's linear interpolation;
+    zeros when there are none): the one percentile computation of simulated and measured runs."""
+    ms = np.asarray(values_s, dtype=float) * 1e3
+    if ms.size == 0:
+        return Percentiles()
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(ms, PERCENTILES))
+    return Percentiles(mean=float(ms.mean()), p50=p50, p90=p90, p95=p95, p99=p99)
 
 
 class Metrics(_Strict):

@@ -8,10 +8,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 from tuner.metrics import Metrics
 from tuner.specs import SLA
 
-__all__ = ["Violation", "bounds_text", "meets_sla", "sla_violations", "tightened"]
+__all__ = [
+    "SLA_HEADROOM",
+    "Violation",
+    "bounds_text",
+    "meets_sla",
+    "requests_meet_sla",
+    "sla_violations",
+    "tightened",
+]
+
+# A recommendation keeps this margin below each SLA bound (the capacity operating point and the
+# fixed-load pick alike), so run-to-run noise and simulator error (benchmarks/accuracy.py) do not
+# push the deployed load over the SLA.
+SLA_HEADROOM = 0.10
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,18 @@ def sla_violations(
     if sla.tpot_ms is not None:
         out.append(Violation("TPOT", metrics.tpot_ms.at(p) * (1 + tpot_margin), sla.tpot_ms))
     return out
+
+
+def requests_meet_sla(ttft_s: ArrayLike, tpot_s: ArrayLike, sla: SLA | None) -> NDArray[np.bool_]:
+    """Per request (seconds; TPOT 0 for a one-token output), whether it meets every bound: the
+    goodput test of simulated and measured runs alike."""
+    ttft, tpot = np.asarray(ttft_s, dtype=float), np.asarray(tpot_s, dtype=float)
+    ok = np.ones(ttft.shape, dtype=bool)
+    if sla is not None and sla.ttft_ms is not None:
+        ok &= ttft * 1e3 <= sla.ttft_ms
+    if sla is not None and sla.tpot_ms is not None:
+        ok &= tpot * 1e3 <= sla.tpot_ms
+    return ok
 
 
 def meets_sla(

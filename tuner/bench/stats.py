@@ -19,20 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Required, TypedDict, Unpack
 
-import numpy as np
-
-from tuner.specs import SLA, Metrics, Percentiles
+from tuner.metrics import percentiles_ms
+from tuner.sla import requests_meet_sla
+from tuner.specs import SLA, Metrics
 
 __all__ = [
     "RequestResult",
     "aggregate",
     "aggregate_steady",
     "peak_decoding",
-    "percentiles_ms",
     "summarize_failures",
 ]
-
-_MS_PER_S = 1000.0
 
 
 @dataclass
@@ -57,27 +54,10 @@ class RequestResult:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 
 
-def percentiles_ms(values_s: Sequence[float]) -> Percentiles:
-    """Mean and P50/P90/P95/P99 in ms of durations given in seconds (zeros when empty)."""
-    arr = np.asarray(values_s if len(values_s) else [0.0], dtype=float) * _MS_PER_S
-    p50, p90, p95, p99 = np.percentile(arr, [50, 90, 95, 99])
-    return Percentiles(
-        mean=float(arr.mean()), p50=float(p50), p90=float(p90), p95=float(p95), p99=float(p99)
-    )
-
-
 def summarize_failures(results: Sequence[RequestResult]) -> str:
     """Failure reasons with counts, most common first: 'timeout after 30 s x2; HTTP 500 x1'."""
     reasons = Counter(r.error or "unknown error" for r in results if not r.success)
     return "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common())
-
-
-def _meets_sla(r: RequestResult, sla: SLA | None) -> bool:
-    if sla is None:
-        return True
-    ttft_ok = sla.ttft_ms is None or r.ttft_s * _MS_PER_S <= sla.ttft_ms
-    tpot_ok = sla.tpot_ms is None or (r.tpot_s or 0.0) * _MS_PER_S <= sla.tpot_ms
-    return ttft_ok and tpot_ok
 
 
 def aggregate(
@@ -109,7 +89,10 @@ def aggregate(
         output_tokens_per_s_per_gpu=out_tokens / dur / max(num_gpus, 1),
         total_tokens_per_s=(in_tokens + out_tokens) / dur,
         requests_per_s=len(ok) / dur,
-        goodput_rps=sum(_meets_sla(r, sla) for r in ok) / dur,
+        goodput_rps=int(
+            requests_meet_sla([r.ttft_s for r in ok], [r.tpot_s or 0.0 for r in ok], sla).sum()
+        )
+        / dur,
         num_requests=len(results),
         failed_requests=failed,
         extra=extra,

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from tuner.perf.bands import Band, band_for, grid_point, meets_banded
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.load import (
-    CAPACITY_HEADROOM,
     FIRST_PROBE_RPS,
     LADDER_FRACTIONS,
     Capacity,
@@ -31,7 +30,7 @@ from tuner.perf.load import (
 )
 from tuner.perf.memory import replica_gpus
 from tuner.perf.predict import predict_metrics
-from tuner.sla import meets_sla, tightened
+from tuner.sla import SLA_HEADROOM, meets_sla, tightened
 from tuner.specs import SLA, Context, EngineConfig, Metrics
 
 __all__ = ["find_capacity", "max_rate_meeting_sla", "measured_capacity", "sim_capacity"]
@@ -160,7 +159,7 @@ def find_capacity(
     high: float | None = None,
     tensor_parallel_size: int = 1,
     budget: ProbeBudget | None = None,
-    headroom: float = CAPACITY_HEADROOM,
+    headroom: float = SLA_HEADROOM,
     operating_point: bool = True,
     band: Callable[[Metrics], Band] | None = None,
 ) -> tuple[Capacity, Metrics | None]:

@@ -13,10 +13,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tuner.perf.bands import Band
+from tuner.sla import SLA_HEADROOM
 from tuner.specs import Percentiles, Workload
 
 __all__ = [
-    "CAPACITY_HEADROOM",
     "FIRST_PROBE_RPS",
     "LADDER_FRACTIONS",
     "Capacity",
@@ -32,9 +32,6 @@ __all__ = [
 
 LoadMode = Literal["rate", "users"]
 
-# The operating point keeps this margin below each SLA bound, so run-to-run noise and simulator
-# error (benchmarks/accuracy.py) do not push the deployed load over the SLA.
-CAPACITY_HEADROOM = 0.10
 # Where a search without a saturation estimate starts (req/s per replica).
 FIRST_PROBE_RPS = 0.5
 # Loads (fractions of the capacity load) the ladder should also hold, so the latency-throughput
@@ -73,7 +70,7 @@ class Capacity(BaseModel):
 
     mode: LoadMode
     tensor_parallel_size: int = 1  # GPUs of one replica (TP x DP)
-    headroom: float = CAPACITY_HEADROOM
+    headroom: float = SLA_HEADROOM
     points: list[LoadPoint] = Field(default_factory=list, description="Every probe, by load")
     probes: int = 0
     probe_s: float = 0.0

@@ -12,23 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from tuner.metrics import PERCENTILES, percentiles_ms
 from tuner.perf.memory import MemoryPlan
 from tuner.perf.scheduler import SimResult
+from tuner.sla import requests_meet_sla
 from tuner.specs import SLA, Metrics, Percentiles
 
-__all__ = ["percentiles_ms", "summarize", "weighted_percentiles_ms"]
+__all__ = ["summarize", "weighted_percentiles_ms"]
 
 MS = 1e3
-_QUANTILES = (50, 90, 95, 99)
-
-
-def percentiles_ms(values_s: np.ndarray) -> Percentiles:
-    """Mean and P50/P90/P95/P99 of seconds, in milliseconds (numpy's linear interpolation)."""
-    if values_s.size == 0:
-        return Percentiles()
-    ms = values_s * MS
-    p50, p90, p95, p99 = np.percentile(ms, _QUANTILES)
-    return Percentiles(mean=float(ms.mean()), p50=p50, p90=p90, p95=p95, p99=p99)
 
 
 def weighted_percentiles_ms(values_s: np.ndarray, weights: np.ndarray) -> Percentiles:
@@ -39,7 +31,7 @@ def weighted_percentiles_ms(values_s: np.ndarray, weights: np.ndarray) -> Percen
     v, w = values_s[order] * MS, weights[order]
     cum = np.cumsum(w)
     total = cum[-1]
-    idx = np.searchsorted(cum, np.asarray(_QUANTILES) / 100.0 * total, side="left")
+    idx = np.searchsorted(cum, np.asarray(PERCENTILES) / 100.0 * total, side="left")
     p50, p90, p95, p99 = v[np.minimum(idx, v.size - 1)]
     return Percentiles(mean=float((v * w).sum() / total), p50=p50, p90=p90, p95=p95, p99=p99)
 
@@ -63,11 +55,7 @@ def summarize(
     tpot[multi] = (e2e[multi] - ttft[multi]) / (out[multi] - 1)
     duration = max(float(finish.max() - arrival.min()), 1e-12)
     n = out.size
-    ok = np.ones(n, dtype=bool)
-    if sla.ttft_ms is not None:
-        ok &= ttft * MS <= sla.ttft_ms
-    if sla.tpot_ms is not None:
-        ok &= tpot * MS <= sla.tpot_ms
+    ok = requests_meet_sla(ttft, tpot, sla)
     out_tps = float(out.sum()) / duration
     itl_values, itl_weights = result.itl_samples()
     return Metrics(

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from tuner.perf.load import CAPACITY_HEADROOM
 from tuner.search.trials import KNOBS, TrialRecord
+from tuner.sla import SLA_HEADROOM
 from tuner.specs import SLA
 
 __all__ = [
@@ -34,8 +34,8 @@ __all__ = [
 OUTCOME_TOLERANCE = 0.01
 CAPACITY_RULE = (
     "Highest capacity per GPU (served requests/s per GPU at the highest load that meets every SLA "
-    f"bound with {CAPACITY_HEADROOM:.0%} headroom, i.e. each bounded latency at the SLA "
-    f"percentile <= {1 - CAPACITY_HEADROOM:.0%} of its bound, and still <= its bound when "
+    f"bound with {SLA_HEADROOM:.0%} headroom, i.e. each bounded latency at the SLA "
+    f"percentile <= {1 - SLA_HEADROOM:.0%} of its bound, and still <= its bound when "
     "inflated by the prediction's error band: predicted x (1 + band) <= bound, tuner.perf.bands); "
     "if no variant has that headroom, "
     "the highest capacity at the SLA itself, flagged. Output tokens/s are steady-state: served "

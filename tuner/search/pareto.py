@@ -20,7 +20,7 @@ from tuner.search.frontier import (
 )
 from tuner.search.objectives import Objective, objectives_for, sla_violations
 from tuner.search.trials import TrialRecord
-from tuner.sla import bounds_text, meets_sla, tightened
+from tuner.sla import SLA_HEADROOM, bounds_text, meets_sla, tightened
 from tuner.specs import SLA
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "Miss",
     "ParetoResult",
     "RECOMMENDATION_RULE",
-    "SLA_HEADROOM",
     "analyze",
     "closest_misses",
     "no_feasible_message",
@@ -135,9 +134,7 @@ def knee_index(points: np.ndarray) -> int:
 
 # ----------------------------------------------------------------------------- study analysis
 
-# Recommend only variants that keep this margin below each SLA bound, so that run-to-run noise
-# and simulator error (benchmarks/accuracy) do not push the deployed config over the SLA.
-SLA_HEADROOM = 0.10
+# Recommend only variants that keep tuner.sla.SLA_HEADROOM below each SLA bound.
 # For an objective without an SLA bound, the hypervolume reference sits this far beyond the
 # worst feasible value (the usual "nadir + 10%" choice).
 HV_REFERENCE_MARGIN = 0.10
