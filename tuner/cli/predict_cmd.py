@@ -35,8 +35,9 @@ from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.perf.memory import replica_gpus
+from tuner.perf.speculative import acceptance_note
 from tuner.request import build_request, prediction_doc
-from tuner.specs import GPUProfile, Metrics, Workload
+from tuner.specs import EngineConfig, GPUProfile, Metrics, Workload
 
 __all__ = ["predict"]
 
@@ -66,7 +67,7 @@ def _table(m: Metrics, title: str) -> Table:
     return t
 
 
-def _summary_lines(m: Metrics, wl: Workload) -> list[str]:
+def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
     lines = [
         f"throughput: {m.output_tokens_per_s:.1f} output tok/s{_pm(m, 'throughput')} "
         f"({m.output_tokens_per_s_per_gpu:.1f} per GPU), {m.total_tokens_per_s:.1f} total tok/s, "
@@ -77,8 +78,8 @@ def _summary_lines(m: Metrics, wl: Workload) -> list[str]:
         f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
         protocol_line(wl),
     ]
-    if "acceptance" in m.extra:  # a speculating variant: what its speed-up rests on
-        lines.append(f"speculation: {m.extra['acceptance']}")
+    if note := acceptance_note(config, m):  # a speculating variant: what its speed-up rests on
+        lines.append(note.line())
     if "capacity_rps_per_gpu" in m.extra:
         lines.append(
             f"capacity meeting the SLA: {m.extra['capacity_rps_per_gpu']:.2f} req/s per GPU"
@@ -162,5 +163,5 @@ def predict(
         console.print(f"{title}: infeasible: {escape(metrics.reason or '')}", highlight=False)
         return
     print_table(_table(metrics, title))
-    for line in _summary_lines(metrics, ctx.workload):
+    for line in _summary_lines(metrics, ctx.workload, config):
         say(line)

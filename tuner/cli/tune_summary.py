@@ -14,6 +14,7 @@ from tuner.explain.sensitivity import effect_text, read_sensitivity_csv, top_eff
 from tuner.explain.sla_cost import read_sla_cost_csv, sla_cost_text
 from tuner.knobs.registry import short_config
 from tuner.perf.load import LoadPoint, format_load, load_unit
+from tuner.perf.speculative import acceptance_note
 from tuner.run.capacity_out import engine_picks
 from tuner.run.folder import SENSITIVITY_FILE, SLA_COST_FILE
 from tuner.run.tune import TuneOutcome, require_recommendation
@@ -34,20 +35,8 @@ MAX_FRONT_ROWS = 10
 
 def speculation_line(rec: TrialRecord) -> str | None:
     """What speculative acceptance a speculating variant's result rests on (None otherwise)."""
-    if rec.config is None or not rec.config.num_speculative_tokens or rec.metrics is None:
-        return None
-    extra = rec.metrics.extra
-    if "acceptance" in extra:  # the simulator: stated, calibrated, shipped or assumed
-        if extra.get("acceptance_measured") is False:
-            return (
-                f"speculation (its gain rests on an unmeasured assumption): {extra['acceptance']}"
-            )
-        return f"speculation: {extra['acceptance']}"
-    if "spec_acceptance_rate" in extra:  # a measuring backend
-        return (
-            f"speculation: acceptance measured {float(extra['spec_acceptance_rate']):.2f} per token"  # type: ignore[arg-type]
-        )
-    return None
+    note = acceptance_note(rec.config, rec.metrics)
+    return note.line() if note else None
 
 
 def _at(p: LoadPoint, mode: str, pct: int) -> str:

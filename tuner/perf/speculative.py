@@ -24,11 +24,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from tuner.calibration_schema import AcceptanceCurve, Calibration
+from tuner.metrics import Metrics
 from tuner.perf.costs import StepCostModel
 from tuner.specs import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_NGRAM_ACCEPTANCE,
     NGRAM,
+    EngineConfig,
     Workload,
     WorkloadKind,
 )
@@ -36,8 +38,10 @@ from tuner.specs import (
 __all__ = [
     "NGRAM",
     "AcceptanceChoice",
+    "AcceptanceNote",
     "Speculation",
     "acceptance_for",
+    "acceptance_note",
     "expected_tokens_from_curve",
     "expected_tokens_per_step",
     "measured_curve",
@@ -204,3 +208,36 @@ def acceptance_for(
         "`tuner acceptance`)"
     )
     return AcceptanceChoice(default, None, text)
+
+
+# Said where a speculating result rests on the built-in default, not on a measured acceptance.
+_UNMEASURED = " (its gain rests on an unmeasured assumption)"
+
+
+@dataclass(frozen=True)
+class AcceptanceNote:
+    """What a speculating result's acceptance rests on, decided once for every output."""
+
+    text: str  # the acceptance sentence (the simulator's choice, or what a backend measured)
+    measured: bool  # False: the built-in default, which nobody measured
+
+    def line(self, head: str = "speculation") -> str:
+        """'speculation: ...', flagged when the gain rests on an unmeasured assumption."""
+        return f"{head}{'' if self.measured else _UNMEASURED}: {self.text}"
+
+
+def acceptance_note(config: EngineConfig | None, metrics: Metrics | None) -> AcceptanceNote | None:
+    """The note of a speculating variant's result (None when it does not speculate or says
+    nothing): the simulator's acceptance choice, or the rate a measuring backend measured."""
+    if config is None or metrics is None or not config.num_speculative_tokens:
+        return None
+    extra = metrics.extra
+    if "acceptance" in extra:
+        text = str(extra["acceptance"])
+        # Records from before the flag existed said it in the sentence only.
+        measured = extra.get("acceptance_measured", "not measured" not in text)
+        return AcceptanceNote(text, bool(measured))
+    if "spec_acceptance_rate" in extra:
+        rate = float(extra["spec_acceptance_rate"])  # type: ignore[arg-type]
+        return AcceptanceNote(f"acceptance measured {rate:.2f} per token", True)
+    return None

@@ -16,6 +16,7 @@ from tuner.explain.sensitivity import KnobEffect, effect_text, top_effects
 from tuner.explain.sla_cost import SLACostPoint, sla_cost_text
 from tuner.knobs.registry import short_config
 from tuner.perf.load import format_load, load_unit
+from tuner.perf.speculative import acceptance_note
 from tuner.search.trials import TrialRecord
 
 __all__ = [
@@ -43,16 +44,6 @@ class AnswerCard(BaseModel):
     binding: list[str] = Field(default_factory=list, description="The bound, then the driver")
 
 
-def _speculation(rec: TrialRecord) -> str | None:
-    extra = rec.metrics.extra if rec.metrics else {}
-    if rec.config is None or not rec.config.num_speculative_tokens or "acceptance" not in extra:
-        return None
-    flag = " (its gain rests on an unmeasured assumption)"
-    return f"Speculation{flag if extra.get('acceptance_measured') is False else ''}: " + str(
-        extra["acceptance"]
-    )
-
-
 def answer_card(rec: TrialRecord, pct: int, explained: Explanations) -> AnswerCard | None:
     """The card of a capacity run's recommended record (None without a capacity search)."""
     cap = rec.capacity
@@ -75,8 +66,8 @@ def answer_card(rec: TrialRecord, pct: int, explained: Explanations) -> AnswerCa
     ]
     if op is not None:
         lines.append(f"Operate at ({cap.headroom:.0%} headroom and the error band): {at(op)}")
-    if spec_line := _speculation(rec):
-        lines.append(spec_line)
+    if note := acceptance_note(rec.config, rec.metrics):
+        lines.append(note.line("Speculation"))
     if top3 := top_effects(explained.sensitivity):
         lines.append("Worth most (one knob alone, simulator): " + "; ".join(map(effect_text, top3)))
     if explained.sla_cost:

@@ -10,6 +10,7 @@ from typing import Any
 from tuner.errors import InputError
 from tuner.explain.sensitivity import knob_sensitivity, write_sensitivity_csv
 from tuner.explain.sla_cost import sla_cost_curve, write_sla_cost_csv
+from tuner.perf.speculative import acceptance_note
 from tuner.report.answer import Explanations
 from tuner.report.data import report_data
 from tuner.report.render import render_html
@@ -153,15 +154,9 @@ def _tuned_pick(rec: TrialRecord, result: ParetoResult, pct: int) -> TunedPick:
 
 
 def _speculation(rec: TrialRecord) -> dict[str, Any]:
-    """best.yaml's note of what a speculating pick's acceptance rests on (the sim says)."""
-    assert rec.config is not None and rec.metrics is not None
-    extra = rec.metrics.extra
-    if not rec.config.num_speculative_tokens or "acceptance" not in extra:
-        return {}
-    text = str(extra["acceptance"])
-    # Records from before the flag existed say it in the text only.
-    measured = extra.get("acceptance_measured", "not measured" not in text)
-    return {"speculation": text, "speculation_measured": bool(measured)}
+    """best.yaml's note of what a speculating pick's acceptance rests on."""
+    note = acceptance_note(rec.config, rec.metrics)
+    return {} if note is None else {"speculation": note.text, "speculation_measured": note.measured}
 
 
 def best_file(
