@@ -10,13 +10,11 @@ from rich.table import Table
 
 from tuner import knobs
 from tuner.cli.output import print_table, say
-from tuner.explain.sensitivity import effect_text, read_sensitivity_csv, top_effects
-from tuner.explain.sla_cost import read_sla_cost_csv, sla_cost_text
+from tuner.explain.sensitivity import effect_text, top_effects
+from tuner.explain.sla_cost import sla_cost_text
 from tuner.knobs.registry import short_config
 from tuner.perf.load import LoadPoint, format_load, load_unit
 from tuner.perf.speculative import acceptance_note
-from tuner.run.capacity_out import engine_picks
-from tuner.run.folder import SENSITIVITY_FILE, SLA_COST_FILE
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.run_spec import RunSpec
 from tuner.search.trials import TrialRecord
@@ -114,10 +112,7 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
 
 
 def _print_sla_cost(outcome: TuneOutcome) -> None:
-    path = outcome.files.get(SLA_COST_FILE)
-    if path is None or not path.is_file():
-        return
-    lines = sla_cost_text(read_sla_cost_csv(path))
+    lines = sla_cost_text(outcome.analysed.explained.sla_cost)
     if lines:
         say("  what the SLA costs, tightest and loosest bound (simulator; all: sla_cost.csv):")
         for line in lines:
@@ -145,10 +140,7 @@ def _print_binding(rec: TrialRecord) -> None:
 
 
 def _print_knob_effects(outcome: TuneOutcome) -> None:
-    path = outcome.files.get(SENSITIVITY_FILE)
-    if path is None or not path.is_file():
-        return
-    top = top_effects(read_sensitivity_csv(path))
+    top = top_effects(outcome.analysed.explained.sensitivity)
     if not top:
         return
     say("  capacity if one knob alone moves (simulator; every value: sensitivity.csv):")
@@ -167,8 +159,8 @@ _EXPORTS = (
 
 
 def _print_exports(outcome: TuneOutcome, number: int) -> None:
-    """Each engine's launch script, or why it has none."""
-    picks = engine_picks(outcome.records, outcome.result, outcome.spec)
+    """Each engine's launch script, or why it has none (the analysed run's picks)."""
+    picks = outcome.analysed.picks or {}
     for key, engine, path in _EXPORTS:
         file, pick = outcome.run_dir / "exports" / path, picks.get(key)
         if isinstance(pick, str):
@@ -176,7 +168,8 @@ def _print_exports(outcome: TuneOutcome, number: int) -> None:
             continue
         if pick is None or not file.exists():
             continue
-        whose = "" if pick.number == number else f" (trial {pick.number}, best it can express)"
+        trial = pick.record.number
+        whose = "" if trial == number else f" (trial {trial}, best it can express)"
         say(f"  {engine}{whose}: {file}")
 
 

@@ -28,7 +28,6 @@ __all__ = [
     "KnobEffect",
     "effect_text",
     "knob_sensitivity",
-    "read_sensitivity_csv",
     "top_effects",
     "write_sensitivity_csv",
 ]
@@ -173,21 +172,3 @@ def write_sensitivity_csv(effects: list[KnobEffect], path: Path) -> None:
             ]
         )
     write_atomic(path, buf.getvalue())
-
-
-def read_sensitivity_csv(path: Path) -> list[KnobEffect]:
-    """The rows of a sensitivity.csv back as KnobEffects (values as their labels)."""
-    with path.open(newline="") as f:
-        return [
-            KnobEffect(
-                knob=row["knob"],
-                base_value=row["base_value"],
-                value=row["value"],
-                capacity_rps_per_gpu=float(row["capacity_rps_per_gpu"])
-                if row["capacity_rps_per_gpu"]
-                else None,
-                base_capacity_rps_per_gpu=float(row["base_capacity_rps_per_gpu"]),
-                reason=row["reason"] or None,
-            )
-            for row in csv.DictReader(f)
-        ]

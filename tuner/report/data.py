@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tuner.answer.card import AnswerCard, Explanations, answer_card
 from tuner.perf.speculative import acceptance_for
-from tuner.report.answer import AnswerCard, Explanations, answer_card
 from tuner.report.capacity import CapacityReport, capacity_report
 from tuner.run_spec import RunSpec
 from tuner.search.pareto import ParetoResult
@@ -140,9 +140,11 @@ def report_data(
     result: ParetoResult,
     importance: dict[str, dict[str, float]] | None = None,
     explained: Explanations | None = None,
+    card: AnswerCard | None = None,
 ) -> ReportData:
     """Gather the report's numbers from a finished run (`explained`: the sensitivity and the
-    SLA-cost curve around the recommendation, when the run folder computed them)."""
+    SLA-cost curve around the recommendation, when the run folder computed them; `card`: the
+    analysed run's answer card, else computed here from the records)."""
     explained = explained or Explanations()
     rec = next((r for r in records if r.number == result.recommended), None)
     sla = spec.sla
@@ -174,7 +176,7 @@ def report_data(
         pruned_reasons=_pruned_reasons(records),
         closest=[f"trial {m.number}: {m.text}" for m in result.closest],
         capacity=capacity_report(records, result, sla) if result.mode == "capacity" else None,
-        answer=answer_card(rec, sla.percentile, explained) if rec is not None else None,
+        answer=card or (answer_card(rec, sla.percentile, explained) if rec is not None else None),
         explained=explained,
     )
 

@@ -1,5 +1,4 @@
-"""Capacity-mode result files: the frontier table (pareto.csv), best.yaml's capacity block, and
-which front variant each engine gets when it cannot express the recommended one."""
+"""Capacity-mode result files: the frontier table (pareto.csv) and best.yaml's capacity block."""
 
 from __future__ import annotations
 
@@ -8,8 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from tuner.backends.binding import BINDING_COLUMNS, EVIDENCE_KEYS
-from tuner.export import ENGINES
-from tuner.export.dispatch import expressible
 from tuner.perf.bands import band_columns
 from tuner.perf.load import Capacity, LoadPoint, load_unit, probe_at
 from tuner.run.best_file import (
@@ -20,8 +17,7 @@ from tuner.run.best_file import (
     OperatingBlock,
 )
 from tuner.run_spec import RunSpec
-from tuner.search.frontier import FrontPoint, ranked_by_capacity
-from tuner.search.pareto import ParetoResult
+from tuner.search.frontier import FrontPoint
 from tuner.search.trials import KNOBS, TrialRecord
 from tuner.specs import EngineConfig, Metrics
 
@@ -29,8 +25,6 @@ __all__ = [
     "CAPACITY_COLUMNS",
     "binding_block",
     "capacity_fields",
-    "engine_picks",
-    "pick_notes",
     "write_frontier_csv",
 ]
 
@@ -45,62 +39,6 @@ CAPACITY_COLUMNS = (
     *band_columns(None),
     *BINDING_COLUMNS,
 )
-
-
-def engine_picks(
-    records: list[TrialRecord], result: ParetoResult, spec: RunSpec
-) -> dict[str, TrialRecord | str]:
-    """Per engine: the best-ranked variant it can express, or why none could be exported."""
-    if result.mode == "capacity":
-        ranked = ranked_by_capacity(records, spec.sla)
-    else:
-        by_number = {r.number: r for r in records}
-        first = [by_number[result.recommended]] if result.recommended is not None else []
-        ranked = first + [by_number[n] for n in result.front if n != result.recommended]
-    picks: dict[str, TrialRecord | str] = {}
-    for engine in ENGINES:
-        reasons = []
-        for r in ranked:
-            assert r.config is not None
-            why = expressible(engine, r.config, spec)
-            if why is None:
-                picks[engine] = r
-                break
-            reasons.append(why)
-        else:
-            first_reason = reasons[0] if reasons else "no variant met the SLA"
-            picks[engine] = f"no front variant is expressible (first: {first_reason})"
-    return picks
-
-
-def _pick_note(engine: str, pick: TrialRecord, spec: RunSpec, recommended: TrialRecord) -> str:
-    which = "the recommended variant"
-    if pick.number != recommended.number:
-        assert recommended.config is not None
-        why = expressible(engine, recommended.config, spec)
-        which = (
-            f"trial {pick.number}, the best variant {engine} can express (the "
-            f"recommended trial {recommended.number} is not: {why})"
-        )
-    cap = pick.capacity
-    op = (cap.operating or cap.at_sla) if cap else None
-    if op is not None and cap is not None:
-        which += (
-            f"; drive it at {op.load:.4g} {load_unit(cap.mode)} per replica "
-            f"({op.output_tokens_per_s_per_gpu:.0f} output tok/s per GPU)"
-        )
-    return which
-
-
-def pick_notes(
-    picks: dict[str, TrialRecord | str], spec: RunSpec, recommended: TrialRecord
-) -> dict[str, str]:
-    """Per engine given a variant: which variant it is and the load to drive it at (README)."""
-    return {
-        engine: _pick_note(engine, pick, spec, recommended)
-        for engine, pick in picks.items()
-        if not isinstance(pick, str)
-    }
 
 
 def _point_fields(p: LoadPoint, pct: int) -> dict[str, Any]:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import yaml
 
+from tuner.answer.picks import EnginePick
 from tuner.export.bundle import EngineExport
 from tuner.export.dispatch import export_config
 from tuner.run_spec import RunSpec
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
 
-__all__ = ["write_engine_exports", "write_exports"]
+__all__ = ["write_engine_exports", "write_exports", "write_picked_exports"]
 
 
 def _config_yaml(config: EngineConfig) -> str:
@@ -53,17 +54,31 @@ def write_engine_exports(
 
     A pick given as a string is the reason that engine gets no files.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    readme = ["# Launch recipes: each engine gets the best front variant it can express", ""]
+    built: dict[str, EnginePick | str] = {}
     for engine, pick in picks.items():
         if isinstance(pick, str):
-            readme += [f"## {engine}: nothing to export", "", pick, ""]
+            built[engine] = pick
             continue
         if pick.config is None:
             raise ValueError(f"trial {pick.number} has no engine config to export")
         exp = export_config(pick.config, spec, pick.metrics, engines=(engine,))[engine]
         if isinstance(exp, str):
             raise ValueError(f"{engine} was picked trial {pick.number} but refuses it: {exp}")
-        readme += [f"## {engine} {exp.version}: {which[engine]}", "", _config_yaml(pick.config)]
+        built[engine] = EnginePick(pick, exp, which[engine])
+    write_picked_exports(built, folder)
+
+
+def write_picked_exports(picks: Mapping[str, EnginePick | str], folder: Path) -> None:
+    """The analysed run's picks as an exports/ folder: each engine's files (built once, with the
+    picks) and a README naming which variant each engine got, or why it got none."""
+    folder.mkdir(parents=True, exist_ok=True)
+    readme = ["# Launch recipes: each engine gets the best front variant it can express", ""]
+    for engine, pick in picks.items():
+        if isinstance(pick, str):
+            readme += [f"## {engine}: nothing to export", "", pick, ""]
+            continue
+        config, exp = pick.record.config, pick.export
+        assert config is not None
+        readme += [f"## {engine} {exp.version}: {pick.note}", "", _config_yaml(config)]
         readme += _write_files(exp, folder)
     (folder / "README.md").write_text("\n".join(readme))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tuner.answer.analysed import AnalysedRun
+from tuner.answer.picks import EnginePick
 from tuner.errors import InputError
-from tuner.explain.sensitivity import knob_sensitivity, write_sensitivity_csv
-from tuner.explain.sla_cost import sla_cost_curve, write_sla_cost_csv
+from tuner.explain.sensitivity import write_sensitivity_csv
+from tuner.explain.sla_cost import write_sla_cost_csv
 from tuner.perf.speculative import acceptance_note
-from tuner.report.answer import Explanations
 from tuner.report.data import report_data
 from tuner.report.render import render_html
 from tuner.result_io import dump_result, write_atomic
@@ -19,11 +21,9 @@ from tuner.run.best_file import CapacityFields, ExportPick, TunedBest, TunedPick
 from tuner.run.capacity_out import (
     CAPACITY_COLUMNS,
     capacity_fields,
-    engine_picks,
-    pick_notes,
     write_frontier_csv,
 )
-from tuner.run.exports import write_engine_exports
+from tuner.run.exports import write_picked_exports
 from tuner.run_spec import RunSpec
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
@@ -163,14 +163,15 @@ def best_file(
     spec: RunSpec,
     records: list[TrialRecord],
     result: ParetoResult,
-    picks: dict[str, TrialRecord | str] | None = None,
+    picks: Mapping[str, EnginePick | str] | None = None,
 ) -> TunedBest:
     """best.yaml's content: the recommended variant with its metrics, or the closest misses."""
     rec = next((r for r in records if r.number == result.recommended), None)
     exports = None
     if picks:
         exports = {
-            e: p if isinstance(p, str) else ExportPick(trial=p.number) for e, p in picks.items()
+            e: p if isinstance(p, str) else ExportPick(trial=p.record.number)
+            for e, p in picks.items()
         }
     return TunedBest(
         sla=spec.sla,
@@ -190,20 +191,15 @@ def write_best(
     records: list[TrialRecord],
     result: ParetoResult,
     path: Path,
-    picks: dict[str, TrialRecord | str] | None = None,
+    picks: Mapping[str, EnginePick | str] | None = None,
 ) -> None:
     """Write best.yaml from `best_file`."""
     write_atomic(path, dump_result(best_file(spec, records, result, picks)))
 
 
-def write_outputs(
-    spec: RunSpec,
-    records: list[TrialRecord],
-    result: ParetoResult,
-    run_dir: Path,
-    importance: dict[str, dict[str, float]] | None = None,
-) -> dict[str, Path]:
-    """Write every result file of a run folder; returns name -> path."""
+def write_outputs(run: AnalysedRun, run_dir: Path) -> dict[str, Path]:
+    """Write every result file of a run folder from its analysis; returns name -> path."""
+    spec, records, result = run.spec, run.records, run.result
     make_run_dir(run_dir)
     _clear_derived(run_dir)
     files = {name: run_dir / name for name in OUTPUT_FILES}
@@ -218,23 +214,16 @@ def write_outputs(
             spec,
             files["pareto.csv"],
         )
-    picks = engine_picks(records, result, spec) if result.recommended is not None else None
-    write_best(spec, records, result, files["best.yaml"], picks)
-    rec = next((r for r in records if r.number == result.recommended), None)
-    if picks is not None and rec is not None:
-        write_engine_exports(picks, spec, run_dir / "exports", pick_notes(picks, spec, rec))
+    write_best(spec, records, result, files["best.yaml"], run.picks)
+    if run.picks is not None:
+        write_picked_exports(run.picks, run_dir / "exports")
         files["exports"] = run_dir / "exports"
-    explained = Explanations()
+    rec = run.recommended
     if result.mode == "capacity" and rec is not None and rec.config is not None:
-        ctx, mode = spec.context(), spec.capacity_load
-        explained = Explanations(
-            sensitivity=knob_sensitivity(rec.config, ctx, spec.space, mode),
-            sla_cost=sla_cost_curve(rec.config, ctx, mode),
-        )
         files[SENSITIVITY_FILE] = run_dir / SENSITIVITY_FILE
-        write_sensitivity_csv(explained.sensitivity, files[SENSITIVITY_FILE])
+        write_sensitivity_csv(run.explained.sensitivity, files[SENSITIVITY_FILE])
         files[SLA_COST_FILE] = run_dir / SLA_COST_FILE
-        write_sla_cost_csv(explained.sla_cost, files[SLA_COST_FILE])
-    data = report_data(spec, records, result, importance, explained)
+        write_sla_cost_csv(run.explained.sla_cost, files[SLA_COST_FILE])
+    data = report_data(spec, records, result, run.importance, run.explained, run.card)
     write_atomic(files["report.html"], render_html(data))
     return files

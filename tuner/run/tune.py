@@ -14,6 +14,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.answer.analysed import AnalysedRun, analyse_run
 from tuner.backends import Backend, get_backend
 from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
 from tuner.run.folder import make_run_dir, write_outputs
@@ -60,6 +61,7 @@ class TuneOutcome:
     records: list[TrialRecord]
     result: ParetoResult
     files: dict[str, Path]
+    analysed: AnalysedRun  # picks, exports, explanations, answer card: computed once
     evaluations: int = 0
     wall_s: float = 0.0
     interrupted_trials: list[int] | None = None
@@ -158,19 +160,19 @@ def readable_study(where: Path) -> Iterator[None]:
 
 def _analyse_and_write(
     spec: RunSpec, study: optuna.Study, run_dir: Path
-) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
+) -> tuple[AnalysedRun, dict[str, Path]]:
     with readable_study(run_dir):
         records = search.records(study)
     result = analyze(records, spec.sla, capacity=spec.is_capacity)
-    files = write_outputs(
-        spec, records, result, run_dir, importances(study, result.objective_names, result.maximize)
-    )
+    importance = importances(study, result.objective_names, result.maximize)
+    analysed = analyse_run(spec, records, result, importance)
+    files = write_outputs(analysed, run_dir)
     url = storage_url(spec, run_dir)
     if url.startswith("sqlite:///"):
         files["study"] = Path(url.removeprefix("sqlite:///"))
     elif url.startswith("journal:"):
         files["study"] = Path(url.removeprefix("journal:"))
-    return records, result, files
+    return analysed, files
 
 
 def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
@@ -269,7 +271,7 @@ def _search(
 
 def _write_after_search(
     spec: RunSpec, study: optuna.Study, run_dir: Path
-) -> tuple[list[TrialRecord], ParetoResult, dict[str, Path]]:
+) -> tuple[AnalysedRun, dict[str, Path]]:
     try:
         return _analyse_and_write(spec, study, run_dir)
     except KeyboardInterrupt:
@@ -333,7 +335,7 @@ def _tune_locked(
     if stopped and created and _finished_trials(study) == 0:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise InterruptedRunError(f"interrupted before any trial finished; removed {run_dir}")
-    records, result, files = _write_after_search(spec, study, run_dir)
+    analysed, files = _write_after_search(spec, study, run_dir)
     if stopped:
         raise InterruptedRunError(
             f"interrupted; {_finished_trials(study)} finished trials are kept and written to "
@@ -342,9 +344,10 @@ def _tune_locked(
     return TuneOutcome(
         spec=spec,
         run_dir=run_dir,
-        records=records,
-        result=result,
+        records=analysed.records,
+        result=analysed.result,
         files=files,
+        analysed=analysed,
         evaluations=evaluator.evaluations,
         wall_s=time.perf_counter() - started,
         interrupted_trials=requeue.failed,
@@ -358,8 +361,16 @@ def rebuild(run_dir: Path) -> TuneOutcome:
     started = time.perf_counter()
     spec = load_run_spec(run_dir)
     study = open_study(spec, run_dir, create=False)
-    records, result, files = _analyse_and_write(spec, study, run_dir)
-    return TuneOutcome(spec, run_dir, records, result, files, 0, time.perf_counter() - started)
+    analysed, files = _analyse_and_write(spec, study, run_dir)
+    return TuneOutcome(
+        spec,
+        run_dir,
+        analysed.records,
+        analysed.result,
+        files,
+        analysed,
+        wall_s=time.perf_counter() - started,
+    )
 
 
 def require_recommendation(outcome: TuneOutcome) -> int:
