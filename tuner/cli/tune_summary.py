@@ -12,6 +12,7 @@ from tuner import knobs
 from tuner.cli.output import print_table, say
 from tuner.explain.sensitivity import effect_text, top_effects
 from tuner.explain.sla_cost import sla_cost_text
+from tuner.export import exporters
 from tuner.knobs.registry import short_config
 from tuner.perf.load import LoadPoint, format_load, load_unit
 from tuner.perf.speculative import acceptance_note
@@ -150,19 +151,12 @@ def _print_knob_effects(outcome: TuneOutcome) -> None:
         say(f"    {effect_text(e)}{hint}")
 
 
-# The engines the summary names an export of: (engine key, display name, launch script).
-_EXPORTS = (
-    ("vllm", "vLLM", "vllm.sh"),
-    ("sglang", "SGLang", "sglang.sh"),
-    ("trtllm", "TRT-LLM", "trtllm.sh"),
-)
-
-
 def _print_exports(outcome: TuneOutcome, number: int) -> None:
     """Each engine's launch script, or why it has none (the analysed run's picks)."""
     picks = outcome.analysed.picks or {}
-    for key, engine, path in _EXPORTS:
-        file, pick = outcome.run_dir / "exports" / path, picks.get(key)
+    for exporter in exporters():
+        engine, pick = exporter.display_name, picks.get(exporter.name)
+        file = outcome.run_dir / "exports" / exporter.script
         if isinstance(pick, str):
             say(f"  {engine}: no export ({pick})")
             continue

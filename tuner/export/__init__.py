@@ -1,12 +1,15 @@
 """Exporters: EngineConfig -> each serving engine's real flags and config files.
 
 Each engine module maps our knobs to that engine's option names in ONE table keyed by engine
-version and never emits an option that is not in that table.
+version and never emits an option that is not in that table; it declares its `Exporter` record
+(`tuner.export.registry`), and `EXPORTERS` lists the modules.
 """
 
 from __future__ import annotations
 
-__all__ = ["ENGINES"]
+from tuner.export.registry import EXPORTERS, Exporter, exporters, get_exporter
 
-# engine name -> module under tuner.export exposing `export(config, model, ...) -> EngineExport`
-ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+__all__ = ["ENGINES", "EXPORTERS", "Exporter", "exporters", "get_exporter"]
+
+# Every registered engine's name, in registry order (the default of `export_config`).
+ENGINES: tuple[str, ...] = tuple(EXPORTERS)

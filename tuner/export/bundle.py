@@ -2,11 +2,50 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from tuner.specs import Architecture, GPUProfile, Quantization
+from tuner.specs import Architecture, GPUProfile, Metrics, Quantization
 
-__all__ = ["EngineExport", "amd_fp8_note", "draft_source", "native_fp4_refusal", "shell_join"]
+__all__ = [
+    "EngineExport",
+    "ExportTarget",
+    "amd_fp8_note",
+    "draft_source",
+    "native_fp4_refusal",
+    "option_settings",
+    "shell_join",
+]
+
+
+@dataclass(frozen=True)
+class ExportTarget:
+    """What a variant is exported for, the same for every engine: the model to serve, the GPU
+    (ROCm spellings, FP4 refusals), the workload's served max-model-len (None: unknown) and the
+    variant's predicted metrics (TensorRT-LLM caps its KV pool at the simulated capacity)."""
+
+    model: str
+    gpu: GPUProfile | None = None
+    max_model_len: int | None = None
+    metrics: Metrics | None = None
+
+    @classmethod
+    def of(
+        cls,
+        target: ExportTarget | str,
+        *,
+        gpu: GPUProfile | None = None,
+        max_model_len: int | None = None,
+        metrics: Metrics | None = None,
+    ) -> ExportTarget:
+        """`target` itself, a bare model id as a target, with any keyword given set on it."""
+        base = cls(target) if isinstance(target, str) else target
+        return replace(
+            base,
+            gpu=base.gpu if gpu is None else gpu,
+            max_model_len=base.max_model_len if max_model_len is None else max_model_len,
+            metrics=base.metrics if metrics is None else metrics,
+        )
 
 
 @dataclass(frozen=True)
@@ -38,6 +77,13 @@ def shell_join(argv: list[str]) -> str:
         else:
             parts[-1] = f"{parts[-1]} {quoted}"
     return " \\\n    ".join(parts)
+
+
+def option_settings(argv: Sequence[str]) -> set[str]:
+    """The settings an argument list gives: each `--flag` (`--flag=value` too) once, a negated
+    `--no-flag` as `--flag`, since both set the same thing."""
+    flags = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    return {"--" + f.removeprefix("--").removeprefix("no-") for f in flags}
 
 
 def draft_source(draft_model: str) -> str:

@@ -1,20 +1,33 @@
 """Export dispatch: one variant to every engine's launch files (pure: config in, files out).
 
-The engine modules turn a config into one engine's flags; this module asks each of them and keeps
-an engine's refusal as its reason. Writing an exports/ folder is the run's job (tuner.run.exports).
+The registered exporters (tuner.export.registry) turn a config into one engine's flags; this module
+asks each of them, in registry order, for one shared target and keeps an engine's refusal as its
+reason. Writing an exports/ folder is the run's job (tuner.run.exports).
 """
 
 from __future__ import annotations
 
 from tuner.errors import InputError
-from tuner.export import ENGINES, sglang, trtllm, vllm
-from tuner.export.bundle import EngineExport
+from tuner.export import ENGINES, exporters
+from tuner.export.bundle import EngineExport, ExportTarget
 from tuner.export.tables import unspelled_reason
 from tuner.run_spec import RunSpec
 from tuner.specs import EngineConfig, Metrics
 from tuner.validity import served_model_len
 
-__all__ = ["export_config", "expressible"]
+__all__ = ["export_config", "expressible", "export_target"]
+
+
+def export_target(spec: RunSpec, metrics: Metrics | None = None) -> ExportTarget:
+    """What a run's variants are exported for: its model source, GPU and served length."""
+    # The served --max-model-len, so that a chunked-prefill-off variant is checked against the
+    # workload's longest request exactly as predict and the backends check it.
+    return ExportTarget(
+        model=spec.model_source,
+        gpu=spec.gpu,
+        max_model_len=served_model_len(spec.context()),
+        metrics=metrics,
+    )
 
 
 def export_config(
@@ -24,26 +37,18 @@ def export_config(
     engines: tuple[str, ...] = ENGINES,
 ) -> dict[str, EngineExport | str]:
     """Each engine's export for `config`, or the reason that engine cannot express it."""
+    target = export_target(spec, metrics)
     out: dict[str, EngineExport | str] = {}
-    model = spec.model_source
-    # The served --max-model-len, so that a chunked-prefill-off variant is checked against the
-    # workload's longest request exactly as predict and the backends check it.
-    model_len = served_model_len(spec.context())
-    makers = {
-        "vllm": lambda: vllm.export(config, model, gpu=spec.gpu, max_model_len=model_len),
-        "sglang": lambda: sglang.export(config, model, gpu=spec.gpu),
-        "trtllm": lambda: trtllm.export(config, model, metrics=metrics, gpu=spec.gpu),
-    }
-    for engine, make in makers.items():
-        if engine not in engines:
+    for exporter in exporters():
+        if exporter.name not in engines:
             continue
-        if reason := unspelled_reason(engine, config):
-            out[engine] = reason
+        if reason := unspelled_reason(exporter.name, config):
+            out[exporter.name] = reason
             continue
         try:
-            out[engine] = make()
+            out[exporter.name] = exporter.export(config, target)
         except InputError as exc:
-            out[engine] = str(exc)
+            out[exporter.name] = str(exc)
     return out
 
 

@@ -21,15 +21,19 @@ from dataclasses import dataclass
 from tuner.errors import InputError
 from tuner.export.bundle import (
     EngineExport,
+    ExportTarget,
     amd_fp8_note,
     draft_source,
     native_fp4_refusal,
     shell_join,
 )
+from tuner.export.registry import Exporter
 from tuner.export.tables import ROWS, Row, check_rows, fp8_anywhere, layout, row_args, row_options
 from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
 
-__all__ = ["LATEST", "VERSIONS", "SGLangOptions", "export", "launch_args"]
+__all__ = ["EXPORTER", "LATEST", "SCRIPT", "VERSIONS", "SGLangOptions", "export", "launch_args"]
+
+SCRIPT = "sglang.sh"
 
 
 @dataclass(frozen=True)
@@ -156,12 +160,18 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
 
 
 def export(
-    config: EngineConfig, model: str, *, version: str = LATEST, gpu: GPUProfile | None = None
+    config: EngineConfig,
+    target: ExportTarget | str,
+    *,
+    version: str = LATEST,
+    gpu: GPUProfile | None = None,
 ) -> EngineExport:
-    """SGLang launch recipe and caveats (ROCm ones when `gpu` is given)."""
-    if refusal := native_fp4_refusal(f"SGLang {version}", config.quantization, gpu):
+    """SGLang launch recipe and caveats (ROCm ones and the FP4 refusal when the target's GPU is
+    known; a model id is a target without one, `gpu` sets it)."""
+    at = ExportTarget.of(target, gpu=gpu)
+    if refusal := native_fp4_refusal(f"SGLang {version}", config.quantization, at.gpu):
         raise InputError(refusal)
-    args = launch_args(config, model, version=version)
+    args = launch_args(config, at.model, version=version)
     command = shell_join(["python", "-m", "sglang.launch_server", *args])
     quant = VERSIONS[version].quantization[config.quantization]
     notes = []
@@ -180,7 +190,7 @@ def export(
             f"whole and runs one longer than --max-prefill-tokens "
             f"{config.max_num_batched_tokens} alone in its prefill batch."
         )
-    amd = amd_fp8_note("SGLang", gpu) if fp8_anywhere(config) else None
+    amd = amd_fp8_note("SGLang", at.gpu) if fp8_anywhere(config) else None
     notes += [amd] if amd else []
     notes.append(
         "--mem-fraction-static covers weights + KV pool (vLLM's gpu_memory_utilization also "
@@ -191,8 +201,7 @@ def export(
         version=version,
         command=command,
         files={
-            "sglang.sh": f"#!/bin/sh\n# SGLang {version} ({VERSIONS[version].source})\n"
-            f"exec {command}\n"
+            SCRIPT: f"#!/bin/sh\n# SGLang {version} ({VERSIONS[version].source})\nexec {command}\n"
         },
         notes=notes,
     )
@@ -215,3 +224,13 @@ def _layout_notes(config: EngineConfig) -> list[str]:
             "(needs DeepEP installed)."
         )
     return notes
+
+
+EXPORTER = Exporter(
+    name="sglang",
+    display_name="SGLang",
+    script=SCRIPT,
+    versions=tuple(VERSIONS),
+    export=export,
+    tables=("sglang",),
+)

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from tuner.errors import InputError
+from tuner.export.registry import get_exporter
 from tuner.knobs import KVDtype, Quantization, get
 from tuner.knobs.registry import unhandled
 from tuner.specs import EngineConfig
@@ -181,19 +182,16 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
 
 # Knobs every exporter spells in its own code (each needs more than one option), not in rows.
 CODED_KNOBS = frozenset({"quantization", "draft_model", "num_speculative_tokens"})
-# The row tables each exporter reads (TensorRT-LLM: serve options and LLM-API YAML keys).
-_ENGINE_TABLES = {
-    "vllm": ("vllm",),
-    "sglang": ("sglang",),
-    "trtllm": ("trtllm-serve", "trtllm-yaml"),
-}
 
 
 def unspelled_reason(engine: str, config: EngineConfig) -> str | None:
     """Why `engine`'s export cannot express `config`: a knob off its default that neither a row
     nor the exporter's own code spells (a new knob needs its row before it is exported)."""
+    # The exporter's record names the row tables it reads (TensorRT-LLM: serve options and
+    # LLM-API YAML keys), so no engine list is kept here.
+    tables = get_exporter(engine).tables
     spelled = CODED_KNOBS | {
-        r.knob for table in _ENGINE_TABLES[engine] for rows in ROWS[table].values() for r in rows
+        r.knob for table in tables for rows in ROWS[table].values() for r in rows
     }
     knob = unhandled(config, spelled)
     if knob is None:

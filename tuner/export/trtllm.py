@@ -23,7 +23,14 @@ from dataclasses import dataclass
 import yaml
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, draft_source, native_fp4_refusal, shell_join
+from tuner.export.bundle import (
+    EngineExport,
+    ExportTarget,
+    draft_source,
+    native_fp4_refusal,
+    shell_join,
+)
+from tuner.export.registry import Exporter
 from tuner.export.tables import (
     ROWS,
     Row,
@@ -36,7 +43,18 @@ from tuner.export.tables import (
 )
 from tuner.specs import NGRAM, EngineConfig, GPUProfile, Metrics, Quantization
 
-__all__ = ["LATEST", "VERSIONS", "TRTLLMOptions", "export", "extra_options", "serve_args"]
+__all__ = [
+    "EXPORTER",
+    "LATEST",
+    "SCRIPT",
+    "VERSIONS",
+    "TRTLLMOptions",
+    "export",
+    "extra_options",
+    "serve_args",
+]
+
+SCRIPT = "trtllm.sh"
 
 # TensorRT-LLM's n-gram docs default (docs/source/features/speculative-decoding.md).
 NGRAM_MAX_MATCHING_SIZE = 2
@@ -173,24 +191,22 @@ def extra_options(
 
 def export(
     config: EngineConfig,
-    model: str,
+    target: ExportTarget | str,
     *,
     metrics: Metrics | None = None,
     version: str = LATEST,
     gpu: GPUProfile | None = None,
 ) -> EngineExport:
-    """trtllm-serve command, its extra options YAML, and caveats (refuses an AMD `gpu`)."""
+    """trtllm-serve command, its extra options YAML (the KV pool capped at the target's
+    metrics), and caveats; refuses an AMD GPU (a model id is a target without GPU or metrics;
+    `metrics` and `gpu` set those fields)."""
+    at = ExportTarget.of(target, gpu=gpu, metrics=metrics)
     opts = _options(version)
-    if gpu is not None and gpu.vendor != "nvidia":
-        raise InputError(
-            f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
-            "is AMD: use vLLM or SGLang on ROCm"
-        )
-    if refusal := native_fp4_refusal(f"TensorRT-LLM {version}", config.quantization, gpu):
+    if refusal := _gpu_refusal(config, at.gpu, version):
         raise InputError(refusal)
-    args = serve_args(config, model, version=version)
+    args = serve_args(config, at.model, version=version)
     command = shell_join(["trtllm-serve", *args])
-    extra = extra_options(config, metrics=metrics, version=version)
+    extra = extra_options(config, metrics=at.metrics, version=version)
     notes = []
     if config.quantization in opts.checkpoint:
         notes.append(
@@ -212,10 +228,19 @@ def export(
         files={
             EXTRA_FILE: f"# TensorRT-LLM {version} ({opts.source})\n"
             + yaml.safe_dump(extra, sort_keys=False),
-            "trtllm.sh": f"#!/bin/sh\nexec {command}\n",
+            SCRIPT: f"#!/bin/sh\nexec {command}\n",
         },
         notes=notes,
     )
+
+
+def _gpu_refusal(config: EngineConfig, gpu: GPUProfile | None, version: str) -> str | None:
+    if gpu is not None and gpu.vendor != "nvidia":
+        return (
+            f"TensorRT-LLM {version} runs on NVIDIA GPUs only (CUDA); {gpu.name} "
+            "is AMD: use vLLM or SGLang on ROCm"
+        )
+    return native_fp4_refusal(f"TensorRT-LLM {version}", config.quantization, gpu)
 
 
 def _layout_notes(config: EngineConfig) -> list[str]:
@@ -232,3 +257,13 @@ def _layout_notes(config: EngineConfig) -> list[str]:
             "experts on each GPU (moe_tp x moe_ep = tp_size)."
         )
     return notes
+
+
+EXPORTER = Exporter(
+    name="trtllm",
+    display_name="TRT-LLM",
+    script=SCRIPT,
+    versions=tuple(VERSIONS),
+    export=export,
+    tables=("trtllm-serve", "trtllm-yaml"),
+)

@@ -22,13 +22,22 @@ only when on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import yaml
 
 from tuner.errors import InputError
-from tuner.export.bundle import EngineExport, amd_fp8_note, draft_source, shell_join
+from tuner.export.bundle import (
+    EngineExport,
+    ExportTarget,
+    amd_fp8_note,
+    draft_source,
+    option_settings,
+    shell_join,
+)
+from tuner.export.registry import Exporter
 from tuner.export.tables import (
     ROWS,
     Row,
@@ -41,7 +50,20 @@ from tuner.export.tables import (
 from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
 from tuner.validity import unchunked_reason
 
-__all__ = ["LATEST", "VERSIONS", "VLLMOptions", "export", "serve_args", "serve_yaml"]
+__all__ = [
+    "EXPORTER",
+    "LATEST",
+    "SCRIPT",
+    "VERSIONS",
+    "VLLMOptions",
+    "export",
+    "launch_args",
+    "serve_args",
+    "serve_args_for",
+    "serve_yaml",
+]
+
+SCRIPT = "vllm.sh"
 
 # vLLM's speculative-decoding docs use prompt_lookup_max=4 in the n-gram example
 # (docs/features/spec_decode.md); the simulator's acceptance rate is independent of it.
@@ -177,17 +199,34 @@ def serve_args_for(
     if quant.method is not None:
         args += [f["quantization"], quant.method]
     args += row_args(opts.rows, config, f"vLLM {version}")
-    model_len = unchunked_model_len(config, max_model_len)
-    if model_len is not None:
-        args += [f["max_model_len"], str(model_len)]
     spec = speculative_config(config)
     if spec is not None:
         args += [f["speculative_config"], json.dumps(spec, separators=(",", ":"))]
+    # Last: the served length is the workload's, not the variant's (the vllm backend passes
+    # its own here and adds only where to listen, so the flag is never given twice).
+    model_len = unchunked_model_len(config, max_model_len)
+    if model_len is not None:
+        args += [f["max_model_len"], str(model_len)]
     allowed = opts.option_names()
     stray = [a for a in args if a.startswith("--") and a not in allowed]
     if stray:  # the table is the only source of option names
         raise AssertionError(f"vLLM exporter produced options outside its table: {stray}")
     return args
+
+
+def launch_args(
+    config: EngineConfig, target: ExportTarget, own: Sequence[str] = (), *, version: str = LATEST
+) -> list[str]:
+    """A launcher's whole argument list: this export's arguments for `target` (its served
+    --max-model-len among them), then `own` (where to listen); InputError when `own` sets an
+    option the export already sets, since vLLM would silently keep the last of the two."""
+    args = serve_args_for(config, target.model, target.max_model_len, version=version)
+    if twice := sorted(option_settings(args) & option_settings(own)):
+        raise InputError(
+            f"{', '.join(twice)} would reach vLLM twice: the export of this variant sets it "
+            f"and so does {shlex.join(own)} (set the knob instead)"
+        )
+    return [*args, *own]
 
 
 def serve_yaml(args: list[str]) -> str:
@@ -284,15 +323,19 @@ def _layout_notes(config: EngineConfig) -> list[str]:
 
 def export(
     config: EngineConfig,
-    model: str,
+    target: ExportTarget | str,
     *,
     version: str = LATEST,
     gpu: GPUProfile | None = None,
     max_model_len: int | None = None,
 ) -> EngineExport:
-    """vLLM launch recipe: command line, `vllm serve --config` YAML, caveats (ROCm: pass gpu;
-    pass the workload's `served_model_len` so a chunked-prefill-off variant is checked)."""
-    args = serve_args_for(config, model, max_model_len, version=version)
+    """vLLM launch recipe: command line, `vllm serve --config` YAML, caveats (a model id is a
+    target without GPU or workload; `gpu` and `max_model_len` set those fields of `target`)."""
+    # target.gpu: the ROCm FP8 notes; target.max_model_len: the workload's `served_model_len`,
+    # so that a chunked-prefill-off variant is checked against it.
+    at = ExportTarget.of(target, gpu=gpu, max_model_len=max_model_len)
+    model = at.model
+    args = serve_args_for(config, model, at.max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
     command = shell_join(["vllm", "serve", model, *config_args])
     config_yaml = (
@@ -303,6 +346,16 @@ def export(
         engine="vllm",
         version=version,
         command=command,
-        files={"vllm.yaml": config_yaml, "vllm.sh": "#!/bin/sh\nexec " + command + "\n"},
-        notes=checkpoint_notes(config, version=version, gpu=gpu, max_model_len=max_model_len),
+        files={"vllm.yaml": config_yaml, SCRIPT: "#!/bin/sh\nexec " + command + "\n"},
+        notes=checkpoint_notes(config, version=version, gpu=at.gpu, max_model_len=at.max_model_len),
     )
+
+
+EXPORTER = Exporter(
+    name="vllm",
+    display_name="vLLM",
+    script=SCRIPT,
+    versions=tuple(VERSIONS),
+    export=export,
+    tables=("vllm",),
+)
