@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from tuner.calibration_schema import Calibration
-from tuner.knobs.declared import KVDtype, Quantization
+from tuner.knobs.declared import Engine, KVDtype, Quantization
 from tuner.knobs.models import (
     EngineConfigBase,
     IntKnob,
@@ -34,6 +34,7 @@ __all__ = [
     "GPUProfile",
     "IntKnob",
     "IntRange",
+    "Engine",
     "KVDtype",
     "NGRAM",
     "WORKLOAD_KINDS",

@@ -18,7 +18,7 @@ from enum import Enum
 from tuner.knobs.base import IntRange
 from tuner.knobs.registry import Knob, register
 
-__all__ = ["EngineKnobs", "KVDtype", "Quantization", "SpaceKnobs"]
+__all__ = ["Engine", "EngineKnobs", "KVDtype", "Quantization", "SpaceKnobs"]
 
 
 class Quantization(str, Enum):
@@ -51,6 +51,14 @@ class KVDtype(str, Enum):
     auto = "auto"
     fp8 = "fp8"
     int8 = "int8"
+
+
+class Engine(str, Enum):
+    """The serving engine a variant runs on: its scheduler, overheads and launch files."""
+
+    vllm = "vllm"
+    sglang = "sglang"
+    trtllm = "trtllm"
 
 
 register(
@@ -229,6 +237,18 @@ register(
     )
 )
 
+register(
+    Knob(
+        "engine",
+        Engine,
+        Engine.vllm,
+        "Serving engine: whose scheduling and overheads are predicted, whose launch files lead",
+        "--engine",
+        "engine",
+        space_default=(Engine.vllm,),
+    )
+)
+
 
 class EngineKnobs:
     """The value of each declared knob in one engine variant (EngineConfig's fields)."""
@@ -246,6 +266,7 @@ class EngineKnobs:
     enable_chunked_prefill: bool
     gpu_memory_utilization: float
     block_size: int
+    engine: Engine
 
 
 class SpaceKnobs:
@@ -261,3 +282,4 @@ class SpaceKnobs:
     draft_model: list[str | None]
     num_speculative_tokens: list[int] | IntRange
     enable_prefix_caching: list[bool]
+    engine: list[Engine]
