@@ -110,15 +110,15 @@ ENGINE_MODELS: dict[str, EngineModel] = {
     ),
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_MODELS)
-assert ENGINE_NAMES == tuple(e.value for e in Engine), "one record per value of the engine knob"
 # SGLang sizes its decode graphs by GPU memory; from this size on (B200) it captures up to 512.
 _SGLANG_BIG_GPU_GB = 160.0
 
 
 def engine_model(
-    name: str, tensor_parallel_size: int = 1, gpu_memory_gb: float = 80.0
+    engine: Engine | str, tensor_parallel_size: int = 1, gpu_memory_gb: float = 80.0
 ) -> EngineModel:
-    """The behaviour record of engine `name` on this replica (KeyError if the name is unknown)."""
+    """The behaviour record of `engine` on this replica (ValueError if the name is unknown)."""
+    name = Engine(engine).value
     model = ENGINE_MODELS[name]
     if name == "sglang" and (tensor_parallel_size >= 4 or gpu_memory_gb >= _SGLANG_BIG_GPU_GB):
         # `cuda_graph_max_bs` is 512 from TP 4 and on >= 160 GB GPUs (`handle_gpu_memory_settings`)
