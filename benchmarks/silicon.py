@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import statistics
 import sys
@@ -61,8 +62,9 @@ from pathlib import Path
 
 from tuner import catalog
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from tuner.perf.engines import engine_model
 from tuner.perf.predict import predict_metrics
-from tuner.specs import SLA, Context, EngineConfig, KVDtype, Quantization, Workload
+from tuner.specs import SLA, Context, Engine, EngineConfig, KVDtype, Quantization, Workload
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "silicon_public.csv"
 
@@ -306,6 +308,7 @@ def row_case(
         max_num_seqs=-(-setup.max_num_seqs // dp),
         enable_chunked_prefill=setup.chunked_prefill,
         enable_prefix_caching=False,
+        engine=Engine(row["backend"]),
     )
     # Both protocols: burst start from an idle engine, no warm-up inside the measured requests.
     isl, spread = uniform_lengths(int(row["isl"]), protocol.range_ratio)
@@ -348,8 +351,10 @@ def predict_silicon_row(
         workload=workload,
         num_gpus=config.tensor_parallel_size * config.data_parallel_size,
     )
-    metrics = predict_metrics(config, ctx, eff, mix_prefill_decode=setup.mix_prefill_decode,
-                              batch_wait=setup.batch_wait, engine=row["backend"])  # fmt: skip
+    # The engine's own behaviour, with the prefill/decode mixing this source recorded.
+    engine = engine_model(config.engine, config.tensor_parallel_size, ctx.gpu.memory_gib)
+    engine = dataclasses.replace(engine, mix_prefill_decode=setup.mix_prefill_decode)
+    metrics = predict_metrics(config, ctx, eff, batch_wait=setup.batch_wait, engine=engine)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
         return res

@@ -256,16 +256,19 @@ RULES: tuple[Rule, ...] = (
     Rule(("tensor_parallel_size",), _tp_splits_heads),
     Rule(("max_num_batched_tokens", "max_num_seqs"), _budget_below_seqs),
     Rule(
-        ("enable_chunked_prefill", "max_num_batched_tokens"), _unchunked_budget, _unchunked_prompt
+        ("enable_chunked_prefill", "max_num_batched_tokens", "engine"),
+        _unchunked_budget,
+        _unchunked_prompt,
     ),
 )
 
 
-def invalid_reason(config: EngineConfig, ctx: Context, *, engine: str = "vllm") -> str | None:
+def invalid_reason(config: EngineConfig, ctx: Context) -> str | None:
     """Why `config` cannot run under `ctx` (first failing rule), or None when it is valid.
 
-    `engine` is the engine the variant runs on: the tuner's default target is vLLM, whose
-    start-up checks apply; another engine gets the physical form of those rules."""
+    The variant's `engine` knob says whose checks apply: vLLM's start-up checks on vLLM,
+    the physical form of those rules on another engine."""
+    engine = config.engine.value
     for rule in RULES:
         reason = rule.check_for(engine)(config, ctx)
         if reason:

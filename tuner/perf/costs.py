@@ -40,7 +40,7 @@ from tuner.perf.moe import MoECost, expected_experts_touched
 from tuner.perf.precision import ACTIVATION_BYTES, FP4_FORMATS, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
-__all__ = ["StepCostModel", "expected_experts_touched", "step_cost_model"]
+__all__ = ["StepCostModel", "expected_experts_touched", "layer_kernels", "step_cost_model"]
 
 TERA = 1e12
 GIGA = 1e9
@@ -48,6 +48,27 @@ GIGA = 1e9
 FLOPS_PER_MAC = 2.0
 # QK^T and PV: two matmuls of head_dim MACs per (query, key) pair and head.
 ATTENTION_MATMULS = 2.0
+
+
+# Kernels one decoder layer launches in eager mode, counted from vLLM's model definitions
+# (vllm/model_executor/models/llama.py LlamaDecoderLayer.forward, deepseek_v2.py
+# DeepseekV2DecoderLayer / DeepseekV2MoE, with their fused norm+residual, rotary and cache-write
+# custom ops): a GQA attention block (norm, QKV GEMM, rotary, cache write, attention, output
+# GEMM), an MLA block (norm, q_a GEMM, q norm, q_b GEMM, kv_a GEMM, kv norm, rotary, cache
+# write, kv_b GEMM, attention, output GEMM), a dense MLP (norm, gate-up GEMM, SiLU-and-mul, down
+# GEMM) and a routed-MoE MLP (norm, router GEMM, top-k, token alignment, two grouped GEMMs,
+# SiLU-and-mul, combine, the shared expert's three), plus one collective per TP/EP exchange.
+ATTENTION_KERNELS = 6
+MLA_ATTENTION_KERNELS = 11
+DENSE_MLP_KERNELS = 4
+MOE_MLP_KERNELS = 11
+
+
+def layer_kernels(model: ModelSpec, collectives_per_layer: float) -> float:
+    """Kernels all the decoder layers of `model` launch in one eager step."""
+    attention = MLA_ATTENTION_KERNELS if model.uses_mla else ATTENTION_KERNELS
+    mlp = model.num_dense_layers * DENSE_MLP_KERNELS + model.num_moe_layers * MOE_MLP_KERNELS
+    return model.num_layers * (attention + collectives_per_layer) + mlp
 
 
 def _roofline_s(flops: float, flops_per_s: float, nbytes: float, bytes_per_s: float) -> float:
@@ -80,6 +101,7 @@ class StepCostModel:
     moe: MoECost | None = None  # routed experts; None for dense models
     dp: int = 1  # attention data-parallel ranks the step's tokens spread over
     decode_attn_flops_per_ctx: float = 0.0  # per query and cached token; 0 = attn_flops_per_ctx
+    eager_s: float = 0.0  # host time to launch every kernel of every layer (a step with no graph)
 
     @property
     def num_experts(self) -> int:
@@ -249,6 +271,17 @@ def _moe_cost(
     )
 
 
+def _collectives_per_layer(config: EngineConfig, model: ModelSpec) -> float:
+    """TP all-reduces (after attention and the MLP) or MoE exchanges per layer, on average."""
+    tp, dp = replica_shape(config)
+    exchanges = 2.0 if tp > 1 else 0.0
+    if model.num_moe_layers and (config.expert_parallel or dp > 1):
+        exchanges = max(
+            exchanges, 2.0 * model.num_moe_layers / model.num_layers
+        )  # dispatch, combine
+    return exchanges
+
+
 def step_cost_model(
     model: ModelSpec,
     gpu: GPUProfile,
@@ -288,6 +321,7 @@ def step_cost_model(
         prefill_flops *= kv_layers_cached(model, context) / layers
     return StepCostModel(
         fixed_s=eff.step_overhead_s + layers * eff.layer_overhead_s,
+        eager_s=eff.eager_launch_s * layer_kernels(model, _collectives_per_layer(config, model)),
         seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),

@@ -79,6 +79,12 @@ class Efficiency:
     request_overhead_s: float = 0.008
     # Per-step cost of an n-gram (prompt-lookup) proposer, seconds (CPU-side search).
     ngram_proposal_s: float = 0.0002
+    # Host time to issue one kernel of a step that no captured CUDA graph covers (PyTorch eager:
+    # Python module code, op dispatch, the CUDA launch; a captured graph replays every kernel in
+    # one launch). The engines' eager steps (tuner.perf.engines) pay it per kernel of every layer
+    # (counts: tuner.perf.costs.layer_kernels), serialized with the GPU by the host syncs MoE
+    # routing and the scheduler make every step.
+    eager_launch_s: float = 0.000020
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -53,6 +53,10 @@ class EngineModel:
     # True: only the captured sizes replay (TensorRT-LLM pads nothing by default); False: a
     # smaller step is padded up to the next captured size.
     graph_exact_sizes: bool = False
+    # True: a step outside the graphs still runs compiled code with no host sync, so its kernel
+    # launches hide behind the GPU's work (vLLM's torch.compile'd model); False: the eager
+    # PyTorch path syncs with the host (MoE routing counts, sampling), serializing the launches.
+    eager_overlaps_gpu: bool = False
     # Attention-DP balancing (TensorRT-LLM `attention_dp_config.enable_balance`, off by default):
     # while sequences decode, a new prompt waits up to this many iterations for every DP rank to
     # have one. 0 = off.
@@ -83,6 +87,7 @@ ENGINE_MODELS: dict[str, EngineModel] = {
         mix_prefill_decode=True,
         eager_prefill=False,
         graph_max_tokens=512,
+        eager_overlaps_gpu=True,
     ),
     # SGLang 0.5.9 (the release most measured rows ran; 0.5.23 adds breakable prefill graphs):
     # prefill first (`get_next_batch_to_run`), retraction on a full pool, decode graphs up to
@@ -106,7 +111,7 @@ ENGINE_MODELS: dict[str, EngineModel] = {
         mix_prefill_decode=True,
         eager_prefill=True,
         graph_max_tokens=128,
-        graph_exact_sizes=True,
+        graph_exact_sizes=False,
     ),
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_MODELS)

@@ -8,6 +8,7 @@ from tuner.bench.arrivals import plan_workload
 from tuner.bench.lengths import workload_length_pairs
 from tuner.perf.costs import StepCostModel, step_cost_model
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
+from tuner.perf.engines import EngineModel, engine_model
 from tuner.perf.memory import GIB, plan_memory, replica_gpus, replica_shape
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
@@ -83,20 +84,19 @@ def predict_metrics(
     eff: Efficiency | None = None,
     workload: Workload | None = None,
     *,
-    mix_prefill_decode: bool = True,
     batch_wait: tuple[int, int] = (0, 0),
-    engine: str = "vllm",
+    engine: EngineModel | None = None,
 ) -> Metrics:
     """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
 
-    `mix_prefill_decode=False` replays a prefill-first engine whose prefill steps stall decodes;
-    `batch_wait=(iters, tokens)` an engine that holds new prompts to batch them (TensorRT-LLM).
-    `engine` names the engine replayed when it is not vLLM (tuner.validity.invalid_reason).
+    The variant's `engine` knob picks the scheduler and overheads replayed (tuner.perf.engines);
+    `batch_wait=(iters, tokens)` turns on TensorRT-LLM's batch waiting (off by default there);
+    `engine` replays another behaviour record than the knob's (a benchmark's recorded setup).
     `eff=None` uses the constants of `ctx.gpu` (its calibration, else the defaults).
     """
     eff = resolve_efficiency(eff, ctx.gpu)
     wl = workload or ctx.workload
-    reason = invalid_reason(config, ctx, engine=engine)  # the rules predict and tune refuse with
+    reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:
         return Metrics.infeasible(reason, BACKEND)
     draft = ctx.draft if draft_to_load(config) else None
@@ -112,7 +112,8 @@ def predict_metrics(
     target = step_cost_model(ctx.model, ctx.gpu, config, eff, context=context)
     spec = speculation_for(config, ctx, eff)
     # DP ranks schedule independently; the replica holds DP times one rank's limits.
-    _, dp = replica_shape(config)
+    tp, dp = replica_shape(config)
+    engine = engine or engine_model(config.engine, tp, ctx.gpu.memory_gib)
     requests = sim_requests(wl, target, spec, config.max_num_seqs * dp, eff.request_overhead_s)
     limits = SchedulerLimits(
         max_num_seqs=config.max_num_seqs * dp,
@@ -122,9 +123,11 @@ def predict_metrics(
         enable_chunked_prefill=config.enable_chunked_prefill,
         prefix_cache_hit=wl.prefix_cache_hit if config.enable_prefix_caching else 0.0,
         request_overhead_s=eff.request_overhead_s,
-        mix_prefill_decode=mix_prefill_decode,
+        mix_prefill_decode=engine.mix_prefill_decode,
         batch_wait_iters=batch_wait[0],
         batch_wait_tokens=batch_wait[1],
+        engine=engine,
+        dp_ranks=dp,
     )
     result = simulate(requests, limits, target, spec)
     unfinished = int((~np.isfinite(result.finish_s)).sum())
@@ -138,6 +141,8 @@ def predict_metrics(
         )
     metrics = summarize(result, plan, ctx.sla, replica_gpus(config), BACKEND)
     metrics.extra["kernel_path"] = target.kernel_path
+    metrics.extra["engine"] = engine.name
+    metrics.extra["engine_version"] = engine.version
     metrics.extra["tokens_per_step"] = spec.tokens_per_step if spec else 1.0
     if spec and config.draft_model:
         choice = acceptance_for(config.draft_model, wl, ctx.gpu.calibration, ctx.sla.kind)

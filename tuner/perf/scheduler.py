@@ -23,6 +23,7 @@ import numpy as np
 
 from tuner.bench.arrivals import ArrivalPlan, TraceOptions, plan_arrivals
 from tuner.perf.costs import StepCostModel
+from tuner.perf.engines import EngineModel
 from tuner.perf.sim_engine import EngineSim
 from tuner.perf.speculative import Speculation
 
@@ -55,6 +56,13 @@ class SchedulerLimits:
     # step would carry `batch_wait_tokens` tokens. 0 = off (vLLM, SGLang, TensorRT-LLM default).
     batch_wait_iters: int = 0
     batch_wait_tokens: int = 0
+    # The engine whose admission (no-evict reserves every request's blocks to its last token and
+    # never preempts) and CUDA-graph coverage (steps outside it pay StepCostModel.eager_s) the
+    # simulation obeys; None: recompute preemption and every step replays a graph.
+    engine: EngineModel | None = None
+    # Attention-DP ranks: with the engine's ADP balancing on, a new prompt waits while others
+    # decode until every rank has one, or the engine's `adp_balance_wait_iters` have passed.
+    dp_ranks: int = 1
 
 
 @dataclass(frozen=True)
@@ -203,24 +211,40 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
 
 
 def _held_steps(sim: EngineSim, num_decode: int, max_run_steps: int | None) -> int:
-    """Pure-decode steps to run while batch waiting holds the waiting prompts (0: none).
+    """Pure-decode steps to run while the engine holds the waiting prompts back (0: none).
 
-    TensorRT-LLM's `_waiting_requests` (pyexecutor/py_executor.py): only while requests decode,
-    new context requests wait until the step's tokens (whole prompts plus one per decode) reach
-    the threshold or the wait has lasted `batch_wait_iters` steps.
+    Two engine behaviours hold new context requests only while others decode:
+    TensorRT-LLM's batch waiting (`PyExecutor._waiting_requests`), until the step's tokens
+    (whole prompts plus one per decode) reach the threshold or `batch_wait_iters` steps passed;
+    and its attention-DP balancing (`_balance_adp_requests`, `attention_dp_config`), until every
+    DP rank has a prompt or `adp_balance_wait_iters` steps passed.
     """
-    if not (sim.wait_iters and num_decode and sim.waiting and not sim.prefilling):
+    if not ((sim.wait_iters or sim.adp_wait) and num_decode and sim.waiting):
         return 0
-    if len(sim.running) >= sim.max_seqs:
+    if sim.prefilling or len(sim.running) >= sim.max_seqs:
         return 0
+    limit = 0
+    if (
+        sim.wait_iters
+        and sim.waited < sim.wait_iters
+        and _step_tokens(sim, num_decode) < sim.wait_tokens
+    ):
+        limit = sim.wait_iters
+    if sim.adp_wait and sim.waited < sim.adp_wait and len(sim.waiting) < sim.dp_ranks:
+        limit = max(limit, sim.adp_wait)
+    if not limit:
+        return 0  # the wait is over; it restarts once prompts are scheduled
+    steps = sim.decode_run_length(num_decode, max_run_steps, until_arrival=True)
+    steps = min(steps, limit - sim.waited)
+    sim.waited += steps
+    return steps
+
+
+def _step_tokens(sim: EngineSim, num_decode: int) -> int:
+    """Tokens the next step would carry: the decodes plus the whole waiting prompts that fit."""
     tokens = num_decode * sim.queries
     for i in sim.waiting:
         if tokens + sim.to_prefill[i] > sim.budget_cap:
             break
         tokens += sim.to_prefill[i]
-    if sim.waited >= sim.wait_iters or tokens >= sim.wait_tokens:
-        return 0  # the wait is over; it restarts once prompts are scheduled
-    steps = sim.decode_run_length(num_decode, max_run_steps, until_arrival=True)
-    steps = min(steps, sim.wait_iters - sim.waited)
-    sim.waited += steps
-    return steps
+    return tokens

@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tuner.perf.costs import StepCostModel
+from tuner.perf.decode_runs import EPS, steps_until, steps_within_kv
 from tuner.perf.speculative import Speculation, step_coeffs
 
 if TYPE_CHECKING:
     from tuner.perf.scheduler import RequestSet, SchedulerLimits, SimResult
 
-# Progress-counter tolerance (G is a float when speculation advances fractional tokens per step).
-EPS = 1e-9
 _WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3
 
 
@@ -48,6 +47,12 @@ class EngineSim:
         self.budget_cap, self.chunked = limits.max_num_batched_tokens, limits.enable_chunked_prefill
         self.mixed, self.ingress = limits.mix_prefill_decode, limits.request_overhead_s
         self.wait_iters, self.wait_tokens = limits.batch_wait_iters, limits.batch_wait_tokens
+        self.engine, self.dp_ranks = limits.engine, limits.dp_ranks
+        self.no_evict = self.engine is not None and self.engine.admission == "no_evict"
+        self.adp_wait = (
+            self.engine.adp_balance_wait_iters if self.engine and self.dp_ranks > 1 else 0
+        )
+        self.reserved = 0  # no-evict: blocks the running requests need to their last token
         self.waited = 0  # steps new prompts have been held so far (batch waiting)
         self.queries = spec.queries_per_seq if spec else 1
         self.tps = spec.tokens_per_step if spec else 1.0
@@ -87,6 +92,7 @@ class EngineSim:
         self.held = [0] * n  # blocks held while prefilling
         self.g_entry = [0.0] * n
         self.epoch = [0] * n  # invalidates heap entries of preempted sequences
+        self.reservation = [0] * n  # no-evict: blocks reserved to completion while running
 
     def _init_arrivals(self, requests: RequestSet, user_start_s: np.ndarray | None) -> None:
         """Open loop: every arrival is known. Closed loop: each user's first request."""
@@ -126,6 +132,8 @@ class EngineSim:
         self.finish[i] = when
         self.done += 1
         self.running.pop(i, None)
+        self.reserved -= self.reservation[i]
+        self.reservation[i] = 0
         if self.closed and self.next_closed < self.n:
             nxt = self.next_closed
             self.arrival[nxt] = when
@@ -169,10 +177,15 @@ class EngineSim:
         self.waiting.appendleft(victim)
 
     def make_room(self) -> None:
-        """Preempt the newest sequences until this step's decode KV slots fit."""
-        while self.decoding and (
-            self.decode_blocks_bound(self.G) + self.prefill_blocks > self.capacity
-            and self.decode_blocks(self.G) + self.prefill_blocks > self.capacity
+        """Preempt the newest sequences until this step's decode KV slots fit (a no-evict engine
+        reserved them at admission and never preempts)."""
+        while (
+            not self.no_evict
+            and self.decoding
+            and (
+                self.decode_blocks_bound(self.G) + self.prefill_blocks > self.capacity
+                and self.decode_blocks(self.G) + self.prefill_blocks > self.capacity
+            )
         ):
             self.preempt(next(reversed(self.running)))
 
@@ -210,12 +223,26 @@ class EngineSim:
                 break
             chunk = min(remaining, budget)
             need = math.ceil((start + chunk) / self.bs)
-            if not self._fits(need, dec):
+            if not self._fits(need, dec) or not self._reserve(i):
                 break
             self.admit(i, start, need)
             chunks.append((i, chunk))
             budget -= chunk
         return chunks
+
+    def _reserve(self, i: int) -> bool:
+        """No-evict admission (TensorRT-LLM GUARANTEED_NO_EVICT): reserve the blocks request `i`
+        needs to its last output token (and this step's lookahead) if they fit; other engines
+        reserve nothing."""
+        if not self.no_evict:
+            return True
+        tokens = self.to_prefill[i] + self.out[i] - int(self.generated[i]) + self.queries
+        blocks = math.ceil(tokens / self.bs)
+        if self.reserved + blocks > self.capacity:
+            return False
+        self.reserved += blocks
+        self.reservation[i] = blocks
+        return True
 
     def admit(self, i: int, start: int, need: int) -> None:
         """Waiting request `i` starts prefilling at token `start` holding `need` blocks."""
@@ -258,10 +285,18 @@ class EngineSim:
     # ------------------------------------------------------------------ steps
 
     def coeffs(self, num_decode: int, prefill_tokens: int, logits: int) -> tuple[float, float]:
-        """`step_coeffs` of this engine, computed once per step shape."""
+        """`step_coeffs` of this engine, computed once per step shape; a step no captured CUDA
+        graph covers also pays the host's launch of every kernel (StepCostModel.eager_s)."""
         key = (num_decode, prefill_tokens, logits)
         if key not in self._coeffs:
-            self._coeffs[key] = step_coeffs(self.target, self.spec, *key)
+            const, per_ctx = step_coeffs(self.target, self.spec, *key)
+            tokens = num_decode * self.queries + prefill_tokens
+            if self.engine is not None and not self.engine.graph_step(tokens, prefill_tokens):
+                launch = self.target.eager_s
+                if self.engine.eager_overlaps_gpu:  # only what the GPU's work does not hide
+                    launch = max(0.0, launch - (const - self.target.fixed_s))
+                const += launch
+            self._coeffs[key] = (const, per_ctx)
         return self._coeffs[key]
 
     def decode_run_length(
@@ -357,43 +392,3 @@ class EngineSim:
             self.sum_base -= self.decoding.pop(i)
             self.generated[i] = float(self.out[i])
             self.finish_request(i, self.t)
-
-
-def steps_until(wait_s: float, d0: float, slope: float) -> int:
-    """Fewest steps whose durations d0, d0+slope, ... add up to at least `wait_s`."""
-    if wait_s <= 0:
-        return 1
-    if slope <= 0:
-        return math.ceil(wait_s / d0 - EPS)
-    # m d0 + slope m (m - 1) / 2 >= wait  ->  (slope/2) m^2 + (d0 - slope/2) m - wait >= 0
-    a, b = slope / 2.0, d0 - slope / 2.0
-    root = (-b + math.sqrt(b * b + 4 * a * wait_s)) / (2 * a)
-    return max(1, math.ceil(root - EPS))
-
-
-def steps_within_kv(
-    decoding: dict[int, float],
-    g: float,
-    tps: float,
-    queries: int,
-    bs: int,
-    capacity: int,
-    limit: int,
-) -> int:
-    """Largest m <= limit such that the first m steps all find their KV blocks (at least 1)."""
-    bases = np.fromiter(decoding.values(), dtype=np.float64, count=len(decoding))
-
-    def fits(step: int) -> bool:
-        ctx = bases + (g + step * tps + queries)
-        return int(np.ceil(ctx / bs - EPS).sum()) <= capacity
-
-    lo, hi = 1, limit  # step index 0 fits (checked by the caller); find the last fitting index
-    if fits(hi - 1):
-        return hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid - 1):
-            lo = mid
-        else:
-            hi = mid
-    return lo

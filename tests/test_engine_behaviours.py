@@ -1,0 +1,130 @@
+"""Each engine behaviour of tuner.perf.engines on the case it exists for (docs/engines.md):
+no-evict admission never preempts; prefill-first runs a pending prefill before the decodes; an
+attention-DP balance wait delays a lone prompt; an eager prefill pays the per-layer launch cost
+a captured decode does not."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tuner import catalog
+from tuner.perf.costs import layer_kernels, step_cost_model
+from tuner.perf.efficiency import DEFAULT_EFFICIENCY
+from tuner.perf.engines import ENGINE_MODELS, ENGINE_NAMES, engine_model
+from tuner.perf.scheduler import RequestSet, SchedulerLimits, simulate
+from tuner.perf.speculative import step_coeffs
+from tuner.specs import Engine, EngineConfig
+
+pytestmark = pytest.mark.unit
+
+MODEL = catalog.load_model("llama-3.1-8b")
+GPU = catalog.load_gpu("h200-sxm")
+COST = step_cost_model(MODEL, GPU, EngineConfig())
+VLLM, SGLANG, TRTLLM = (ENGINE_MODELS[e] for e in ("vllm", "sglang", "trtllm"))
+
+
+def _requests(prompts: list[int], outputs: list[int], arrivals: list[float]) -> RequestSet:
+    return RequestSet(np.array(prompts), np.array(outputs), np.array(arrivals, dtype=float))
+
+
+def _limits(engine: object, blocks: int = 100_000, **kw: object) -> SchedulerLimits:
+    base: dict[str, object] = {
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 8192,
+        "kv_capacity_blocks": blocks,
+        "engine": engine,
+        "mix_prefill_decode": getattr(engine, "mix_prefill_decode", True),
+    }
+    return SchedulerLimits(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_one_record_per_value_of_the_engine_knob() -> None:
+    assert tuple(e.value for e in Engine) == ENGINE_NAMES
+    assert engine_model(Engine.sglang, 1, 141).graph_max_tokens == 256
+    assert engine_model("sglang", 4, 141).graph_max_tokens == 512  # TP 4 doubles its graphs
+    assert engine_model("sglang", 1, 180).graph_max_tokens == 512  # so does a B200's memory
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(2, 24),
+    prompt=st.integers(16, 600),
+    out=st.integers(8, 400),
+    blocks=st.integers(60, 400),
+)
+def test_no_evict_admission_never_preempts_and_finishes(
+    n: int, prompt: int, out: int, blocks: int
+) -> None:
+    if -(-(prompt + out + 1) // 16) > blocks:
+        return  # one request alone cannot fit: no engine serves it
+    reqs = _requests([prompt] * n, [out] * n, [0.0] * n)
+    res = simulate(reqs, _limits(TRTLLM, blocks), COST)
+    assert res.preemptions == 0
+    assert np.isfinite(res.finish_s).all()
+    assert res.kv_peak_fraction <= 1.0
+
+
+def test_recompute_preempts_where_no_evict_queues_instead() -> None:
+    # 16 requests whose prompts fit at once but whose outputs outgrow the pool.
+    reqs = _requests([200] * 16, [600] * 16, [0.0] * 16)
+    recompute = simulate(reqs, _limits(VLLM, blocks=300), COST)
+    no_evict = simulate(reqs, _limits(TRTLLM, blocks=300), COST)
+    assert recompute.preemptions > 0 and no_evict.preemptions == 0
+    # No-evict admits fewer at once: the last request starts later than under recompute.
+    assert no_evict.scheduled_s.max() > recompute.scheduled_s.max()
+
+
+def test_prefill_first_runs_a_pending_prefill_in_a_step_of_its_own() -> None:
+    # One sequence decodes; a second request arrives mid-run.
+    assert not SGLANG.mix_prefill_decode and VLLM.mix_prefill_decode
+    prefill_first = dataclasses.replace(VLLM, mix_prefill_decode=False)  # only that differs
+    reqs = _requests([500, 2000], [400, 10], [0.0, 0.5])
+    mixed = simulate(reqs, _limits(VLLM), COST)
+    first = simulate(reqs, _limits(prefill_first), COST)
+    # SGLang's prefill step carries no decode: the newcomer's prefill is no longer than vLLM's
+    # mixed step, and the decoding sequence waits for it and then for its own step.
+    ttft_mixed = mixed.first_token_s[1] - 0.5
+    ttft_first = first.first_token_s[1] - 0.5
+    assert ttft_first <= ttft_mixed + 1e-12
+    itl_mixed, _ = mixed.itl_samples()
+    itl_first, _ = first.itl_samples()
+    decode_step = step_coeffs(COST, None, 1, 0, 0)[0]
+    assert itl_first.max() > itl_mixed.max() + 0.5 * decode_step
+
+
+def test_an_attention_dp_balance_wait_delays_a_lone_prompt() -> None:
+    balanced = dataclasses.replace(TRTLLM, adp_balance_wait_iters=50)
+    reqs = _requests([500, 500], [600, 10], [0.0, 0.2])
+    off = simulate(reqs, _limits(TRTLLM, dp_ranks=4), COST)
+    on = simulate(reqs, _limits(balanced, dp_ranks=4), COST)
+    one_rank = simulate(reqs, _limits(balanced, dp_ranks=1), COST)  # no DP: nothing to balance
+    delay = on.first_token_s[1] - off.first_token_s[1]
+    decode_step = step_coeffs(COST, None, 1, 0, 0)[0]
+    assert 40 * decode_step < delay < 60 * decode_step
+    assert one_rank.first_token_s[1] == pytest.approx(off.first_token_s[1])
+
+
+def test_an_eager_prefill_pays_the_per_layer_launch_cost_a_captured_decode_does_not() -> None:
+    eager_s = DEFAULT_EFFICIENCY.eager_launch_s * layer_kernels(MODEL, 0)
+    assert COST.eager_s == pytest.approx(eager_s) and eager_s > 0
+    captured = dataclasses.replace(SGLANG, eager_prefill=False, graph_max_tokens=10**6)
+    reqs = _requests([1000], [50], [0.0])
+    eager = simulate(reqs, _limits(SGLANG), COST)
+    graph = simulate(reqs, _limits(captured), COST)
+    # The prefill step pays exactly the launches; the decode steps (batch 1, captured) do not.
+    assert eager.first_token_s[0] - graph.first_token_s[0] == pytest.approx(eager_s)
+    decode_eager = eager.finish_s[0] - eager.first_token_s[0]
+    decode_graph = graph.finish_s[0] - graph.first_token_s[0]
+    assert decode_eager == pytest.approx(decode_graph)
+
+
+def test_a_decode_batch_above_the_captured_sizes_runs_eager() -> None:
+    assert SGLANG.graph_step(256, 0) and not SGLANG.graph_step(257, 0)
+    assert not SGLANG.graph_step(64, 8)  # any prefill: eager
+    assert VLLM.graph_step(512, 400) and not VLLM.graph_step(513, 0)
+    assert TRTLLM.graph_step(100, 0) and not TRTLLM.graph_step(100, 1)
