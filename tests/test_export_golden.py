@@ -52,8 +52,11 @@ def _render(case: str, cfg: EngineConfig) -> dict[str, str]:
     out: dict[str, str] = {}
     for exporter in exporters():
         name = exporter.name
+        # Each engine's files are for a variant of that engine (the engine knob is the
+        # exporter's identity: dispatch sends a variant to its own engine's exporter only).
+        own = EngineConfig(**{**cfg.model_dump(), "engine": exporter.runs})
         try:
-            exp = exporter.export(cfg, target)
+            exp = exporter.export(own, target)
         except InputError as exc:  # the refusal is the engine's answer, pinned like an export
             out[f"{case}.{name}.refused.txt"] = f"{exc}\n"
             continue

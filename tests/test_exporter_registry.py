@@ -77,6 +77,7 @@ def test_a_fourth_exporter_is_one_module_and_one_registry_line(
         versions=("1",),
         export=_echo_export,
         tables=("vllm",),  # it spells the plain knobs vLLM's rows spell
+        engine="vllm",  # a second launcher of vLLM: it carries engine=vllm variants only
     )
     monkeypatch.setitem(sys.modules, "echo_exporter", module)
     monkeypatch.setitem(EXPORTERS, "echo", "echo_exporter")
@@ -89,6 +90,11 @@ def test_a_fourth_exporter_is_one_module_and_one_registry_line(
     assert isinstance(echo, EngineExport) and echo.command.endswith("--max-seqs 7")
     assert expressible("echo", EngineConfig(), spec) is None
     assert unspelled_reason("echo", EngineConfig()) is None
+    # The engine knob is the exporter's identity: an SGLang variant is not echo's to launch.
+    sglang_variant = EngineConfig(engine="sglang")
+    why = "this variant runs on SGLang (engine=sglang)"
+    assert expressible("echo", sglang_variant, spec) == why
+    assert isinstance(export_config(sglang_variant, spec)["sglang"], EngineExport)
 
 
 def test_a_record_under_the_wrong_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,13 +27,39 @@ from tuner.run_spec import build_run_spec
 from tuner.screen.confirm_file import CONFIRM_SCHEMA_VERSION, load_confirm
 from tuner.search.pareto import analyze
 from tuner.search.trials import TrialRecord
-from tuner.specs import EngineConfig, Metrics, Percentiles
+from tuner.specs import Engine, EngineConfig, Metrics, Percentiles
 
 V0 = Path(__file__).parent / "data" / "result_files_v0"
 
 
 def _v0(name: str) -> dict[str, object]:
     data: dict[str, object] = yaml.safe_load((V0 / name).read_text())
+    return data
+
+
+def _with_later_knobs(value: object, key: str = "") -> object:
+    """`value` with what loading gives the knobs registered after version 0 was written: each
+    variant's `engine` at its default (vLLM, the one engine an older tuner modelled), a search
+    space's default choices (every engine), a plan request's engine (vLLM)."""
+    if isinstance(value, list):
+        return [_with_later_knobs(v, key) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _with_later_knobs(v, k) for k, v in value.items()}
+    later = {
+        "config": Engine.vllm.value,
+        "request": Engine.vllm.value,
+        "space": [e.value for e in Engine],
+    }
+    if key in later:
+        out.setdefault("engine", later[key])
+    return out
+
+
+def _v0_loaded(name: str) -> dict[str, object]:
+    """A version-0 file's content as loading it gives it (the later knobs at their defaults)."""
+    data = _with_later_knobs(_v0(name))
+    assert isinstance(data, dict)
     return data
 
 
@@ -53,7 +79,7 @@ def test_pre_versioned_best_yaml_loads_and_rewrites_to_the_same_content(name: st
     best = load_best(V0 / name)
     rewritten = yaml.safe_load(dump_result(best))
     assert rewritten.pop("schema_version") == BEST_SCHEMA_VERSION
-    assert rewritten == _without_empty(_v0(name))
+    assert rewritten == _with_later_knobs(_without_empty(_v0(name)))
 
 
 def test_the_two_kinds_of_best_yaml_are_told_apart_by_mode() -> None:
@@ -113,14 +139,14 @@ def test_plan_and_confirm_yaml_of_version_0_load_and_rewrite_unchanged() -> None
     assert plan.schema_version == PLAN_SCHEMA_VERSION and plan.cheapest == "h100-sxm"
     assert yaml.safe_load(dump_result(plan)) == {
         "schema_version": PLAN_SCHEMA_VERSION,
-        **_v0("plan.yaml"),
+        **_v0_loaded("plan.yaml"),
     }
     confirm = load_confirm(V0 / "confirm.yaml")
     assert [v.role for v in confirm.variants] == ["baseline", "candidate"]
     assert not any(v.restored for v in confirm.variants)  # bookkeeping, never in the file
     assert yaml.safe_load(dump_result(confirm)) == {
         "schema_version": CONFIRM_SCHEMA_VERSION,
-        **_v0("confirm.yaml"),
+        **_v0_loaded("confirm.yaml"),
     }
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from tuner.explain.sensitivity import KnobEffect, effect_text, top_effects
 from tuner.explain.sla_cost import SLACostPoint, sla_cost_text
+from tuner.export.registry import engine_label
 from tuner.knobs.registry import short_config
 from tuner.perf.load import format_load, load_unit
 from tuner.perf.speculative import acceptance_note
@@ -64,7 +65,10 @@ def answer_card(rec: TrialRecord, pct: int, explained: Explanations) -> AnswerCa
     extra = rec.metrics.extra if rec.metrics else {}
     binding = [str(extra[k]) for k in ("binding_bound_text", "binding_driver_text") if k in extra]
     return AnswerCard(
-        headline=f"Recommended: trial {rec.number}: {short_config(rec.config)}",
+        headline=(
+            f"Recommended: trial {rec.number}: {short_config(rec.config)} "
+            f"on {engine_label(rec.config, rec.metrics)}"
+        ),
         lines=lines,
         binding=binding,
     )

@@ -27,12 +27,19 @@ from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_counters
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
 from tuner.errors import BackendError, TunerError
+from tuner.export.registry import engine_words
 from tuner.perf.capacity import measured_capacity
 from tuner.perf.load import Capacity, LoadMode, ProbeBudget
-from tuner.specs import Context, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
+from tuner.specs import Context, Engine, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
 from tuner.validity import served_model_len
 
-__all__ = ["VLLMBackend", "resolve_model_dir", "server_env", "vllm_batch_defaults"]
+__all__ = [
+    "VLLMBackend",
+    "other_engine",
+    "resolve_model_dir",
+    "server_env",
+    "vllm_batch_defaults",
+]
 
 _HOST = "127.0.0.1"
 # Server arguments added to every variant's command line (not knobs): e.g. `--enforce-eager`,
@@ -114,6 +121,16 @@ def vllm_batch_defaults(gpu: GPUProfile, cpu_build: bool) -> tuple[int, int]:
     return 256, 2048
 
 
+def other_engine(config: EngineConfig) -> str | None:
+    """Why this backend cannot measure `config`: it starts vLLM, and the variant runs on another
+    engine (its scheduling and launch files are that engine's)."""
+    if config.engine is Engine.vllm:
+        return None
+    engine = config.engine.value
+    words = engine_words(engine)
+    return f"the vllm backend measures vLLM only; this variant runs on {words} (engine={engine})"
+
+
 def _all_cores() -> str:
     return f"0-{max((os.cpu_count() or 1) - 1, 0)}"
 
@@ -186,7 +203,7 @@ class VLLMBackend(CheckedBackend):
         pre-quantized checkpoint when the original weights are served (no --model-path)."""
         from tuner.export import vllm as vllm_export
 
-        if reason := super().cannot_run(config, ctx):
+        if reason := super().cannot_run(config, ctx) or other_engine(config):
             return reason
         try:
             self.launch_args(config, ctx, ctx.model.name, port=0)
@@ -253,6 +270,8 @@ class VLLMBackend(CheckedBackend):
         work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
     ) -> Metrics:
         """Start a server for `config`, run `work` on it, stop it; infeasible on any failure."""
+        if reason := other_engine(config):  # no server started, no log claimed
+            return Metrics.infeasible(reason, self.name)
         log_path = self._claim_log()
         config, note = for_platform(config, self.cpu_build)
         try:

@@ -13,9 +13,10 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from tuner import catalog
+from tuner import catalog, knobs
 from tuner.cli.app import app, console, err_console, guarded
 from tuner.errors import InputError, NoFeasibleConfigError
+from tuner.export.registry import engine_words
 from tuner.knobs.registry import footprint_text
 from tuner.plan import PlanRequest, PlanResult, load_prices, plan
 from tuner.plan.folder import plan_dir_name, summary_lines, write_plan
@@ -23,6 +24,11 @@ from tuner.plan.sizing import DEFAULT_HEADROOM
 from tuner.specs import SLA, GPUProfile, Workload
 
 __all__ = ["build_plan_request", "plan_command"]
+
+# A plan is for one engine (searching every engine would triple its simulator runs).
+_ENGINE_HELP = (
+    f"Serving engine planned for, one per plan: {', '.join(knobs.get('engine').choices or ())}"
+)
 
 _FLAGS = {
     "rate_rps": "--rate",
@@ -74,8 +80,13 @@ def build_plan_request(
     space: str,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
+    engine: str = "vllm",
 ) -> PlanRequest:
     """Validate plan's flags into a PlanRequest; one-line InputError otherwise."""
+    try:  # the knob's own parser: one line naming --engine and the allowed values
+        the_engine = knobs.get("engine").parse(engine)
+    except ValueError as exc:
+        raise InputError(str(exc)) from exc
     if (rate is None) == (users is None):
         raise InputError("give exactly one target: --rate REQ_PER_S or --users N")
     if think_time and users is None:
@@ -90,6 +101,7 @@ def build_plan_request(
             sla=the_sla,
             workload=workload,
             space=catalog.load_search_space(space),
+            engine=the_engine,
             rate_rps=rate,
             users=users,
             think_time_s=think_time,
@@ -195,6 +207,7 @@ def plan_command(
     osl: Annotated[int, typer.Option(help="Output tokens per request")] = 256,
     num_requests: Annotated[int, typer.Option(help="Requests simulated per probe")] = 200,
     space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
+    engine: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "vllm",
     ttft_ms: Annotated[float | None, typer.Option(help="Override the SLA's TTFT bound")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="Override the SLA's TPOT bound")] = None,
     out: Annotated[Path, typer.Option(help="Parent folder of run folders")] = Path("reports"),
@@ -217,6 +230,7 @@ def plan_command(
         space=space,
         ttft_ms=ttft_ms,
         tpot_ms=tpot_ms,
+        engine=engine,
     )
     price_table = load_prices(prices, extra_names=[g.name for g in req.gpus])
     if not as_json:
@@ -229,7 +243,8 @@ def plan_command(
         doc["run_dir"] = str(folder)
         typer.echo(json.dumps(doc))
     else:
-        console.print(escape(f"{req.model.name}, SLA {req.sla.name}, {_target_text(req)}"))
+        on = engine_words(req.engine)
+        console.print(escape(f"{req.model.name} on {on}, SLA {req.sla.name}, {_target_text(req)}"))
         console.print(_table(result))
         for line in _kind_lines(result):
             console.print(escape(line), highlight=False)

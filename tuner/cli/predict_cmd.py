@@ -34,6 +34,7 @@ from tuner.cli.options import (
 from tuner.cli.output import print_note, print_table, say
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
+from tuner.export.registry import engine_label
 from tuner.perf.memory import replica_gpus
 from tuner.perf.speculative import acceptance_note
 from tuner.request import build_request, prediction_doc
@@ -78,6 +79,12 @@ def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
         f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
         protocol_line(wl),
     ]
+    if m.extra.get("engine_version"):  # the simulator says which engine release it modelled
+        lines.insert(
+            0,
+            f"engine: {engine_label(config, m)} (scheduler and overheads modelled from its "
+            "source: docs/engines.md)",
+        )
     if note := acceptance_note(config, m):  # a speculating variant: what its speed-up rests on
         lines.append(note.line())
     if "capacity_rps_per_gpu" in m.extra:

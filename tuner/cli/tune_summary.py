@@ -4,6 +4,7 @@ piped."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -12,7 +13,8 @@ from tuner import knobs
 from tuner.cli.output import print_table, say
 from tuner.explain.sensitivity import effect_text, top_effects
 from tuner.explain.sla_cost import sla_cost_text
-from tuner.export import exporters
+from tuner.export import get_exporter
+from tuner.export.registry import engine_label, engine_words
 from tuner.knobs.registry import short_config
 from tuner.perf.load import LoadPoint, format_load, load_unit
 from tuner.perf.speculative import acceptance_note
@@ -93,7 +95,8 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     rec = next(r for r in outcome.records if r.number == number)
     assert rec.config is not None and rec.capacity is not None
     cap = rec.capacity
-    say(f"recommended: trial {number}: {short_config(rec.config)}", style="bold")
+    engine = engine_label(rec.config, rec.metrics)
+    say(f"recommended: trial {number}: {short_config(rec.config)} on {engine}", style="bold")
     if line := speculation_line(rec):
         say(f"  {line}")
     top, op = cap.at_sla, cap.operating
@@ -152,19 +155,28 @@ def _print_knob_effects(outcome: TuneOutcome) -> None:
 
 
 def _print_exports(outcome: TuneOutcome, number: int) -> None:
-    """Each engine's launch script, or why it has none (the analysed run's picks)."""
+    """Each engine's launch script, or why it has none (the analysed run's picks, in their
+    order: the recommended engine's script first)."""
     picks = outcome.analysed.picks or {}
-    for exporter in exporters():
-        engine, pick = exporter.display_name, picks.get(exporter.name)
-        file = outcome.run_dir / "exports" / exporter.script
+    for name, pick in picks.items():
+        exporter = get_exporter(name)
+        engine, file = exporter.display_name, outcome.run_dir / "exports" / exporter.script
         if isinstance(pick, str):
             say(f"  {engine}: no export ({pick})")
             continue
-        if pick is None or not file.exists():
+        if not file.exists():
             continue
         trial = pick.record.number
-        whose = "" if trial == number else f" (trial {trial}, best it can express)"
+        whose = " (recommended)" if trial == number else f" (trial {trial}, its best variant)"
         say(f"  {engine}{whose}: {file}")
+
+
+def _primary_script(outcome: TuneOutcome) -> Path | None:
+    """The recommended engine's launch script, when the run wrote one."""
+    for name, pick in (outcome.analysed.picks or {}).items():
+        if not isinstance(pick, str) and pick.primary:
+            return outcome.run_dir / "exports" / get_exporter(name).script
+    return None
 
 
 def _load_text(spec: RunSpec) -> str:
@@ -219,10 +231,13 @@ def print_outcome(outcome: TuneOutcome) -> None:
         say(f"  {name}: {path}")
     number = require_recommendation(outcome)  # exits 3 with the closest misses when none
     room = "" if outcome.result.headroom_met else " (meets the SLA without the headroom margin)"
-    say(f"recommended: trial {number}{room} (* in the table)", style="bold")
     rec = next(r for r in outcome.records if r.number == number)
+    assert rec.config is not None
+    engine = engine_label(rec.config, rec.metrics)
+    say(f"recommended: trial {number}{room} on {engine} (* in the table)", style="bold")
     if line := speculation_line(rec):
         say(f"  {line}")
-    vllm_sh = outcome.run_dir / "exports" / "vllm.sh"
-    if vllm_sh.exists():
-        say("vLLM: " + vllm_sh.read_text().split("exec ", 1)[-1].strip())
+    script = _primary_script(outcome)
+    if script is not None and script.exists():
+        command = script.read_text().split("exec ", 1)[-1].strip()
+        say(f"{engine_words(rec.config.engine)}: {command}")

@@ -2,7 +2,9 @@
 
 The registered exporters (tuner.export.registry) turn a config into one engine's flags; this module
 asks each of them, in registry order, for one shared target and keeps an engine's refusal as its
-reason. Writing an exports/ folder is the run's job (tuner.run.exports).
+reason. The `engine` knob is the exporter's identity: a variant of engine E (whose scheduling and
+overheads its numbers describe) goes to E's exporter only, and every other one says so. Writing
+an exports/ folder is the run's job (tuner.run.exports).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from tuner.errors import InputError
 from tuner.export import ENGINES, exporters
 from tuner.export.bundle import EngineExport, ExportTarget
+from tuner.export.registry import other_engine_reason
 from tuner.export.tables import unspelled_reason
 from tuner.run_spec import RunSpec
 from tuner.specs import EngineConfig, Metrics
@@ -36,13 +39,16 @@ def export_config(
     metrics: Metrics | None = None,
     engines: tuple[str, ...] = ENGINES,
 ) -> dict[str, EngineExport | str]:
-    """Each engine's export for `config`, or the reason that engine cannot express it."""
+    """Each engine's export for `config`, or the reason that engine cannot express it: a knob
+    it has no option for, or a variant of another engine (only `config.engine` launches it)."""
     target = export_target(spec, metrics)
     out: dict[str, EngineExport | str] = {}
     for exporter in exporters():
         if exporter.name not in engines:
             continue
-        if reason := unspelled_reason(exporter.name, config):
+        # The unspelled knob first: a knob an exporter lacks is named whatever the engine.
+        reason = unspelled_reason(exporter.name, config) or other_engine_reason(exporter, config)
+        if reason:
             out[exporter.name] = reason
             continue
         try:

@@ -16,9 +16,19 @@ from dataclasses import dataclass
 
 from tuner.errors import InputError, echo
 from tuner.export.bundle import EngineExport, ExportTarget
-from tuner.specs import EngineConfig
+from tuner.perf.engines import ENGINE_MODELS
+from tuner.specs import Engine, EngineConfig, Metrics
 
-__all__ = ["EXPORTERS", "ExportFn", "Exporter", "exporters", "get_exporter"]
+__all__ = [
+    "EXPORTERS",
+    "ExportFn",
+    "Exporter",
+    "engine_label",
+    "engine_words",
+    "exporters",
+    "get_exporter",
+    "other_engine_reason",
+]
 
 ExportFn = Callable[[EngineConfig, ExportTarget], EngineExport]
 
@@ -33,6 +43,15 @@ class Exporter:
     versions: tuple[str, ...]  # the engine versions its options table is keyed by
     export: ExportFn  # config + target -> launch files at the latest version; InputError if not
     tables: tuple[str, ...]  # its row tables in tuner.export.tables.ROWS
+    # The `engine` knob value whose variants it launches; "" = its name. The engine knob is an
+    # exporter's identity: a variant's numbers describe one engine, so only that engine's
+    # launchers may carry it (a second launcher of one engine names it here).
+    engine: str = ""
+
+    @property
+    def runs(self) -> str:
+        """The engine knob value this exporter's files launch."""
+        return self.engine or self.name
 
 
 # engine name -> module declaring `EXPORTER`, in the order exports are listed and written;
@@ -57,3 +76,27 @@ def get_exporter(name: str) -> Exporter:
 def exporters() -> tuple[Exporter, ...]:
     """Every registered exporter, in registry order."""
     return tuple(get_exporter(name) for name in EXPORTERS)
+
+
+def engine_words(engine: Engine | str) -> str:
+    """How a person reads an engine knob value: "SGLang" (its behaviour record's name)."""
+    name = engine.value if isinstance(engine, Engine) else engine
+    record = ENGINE_MODELS.get(name)
+    return record.display_name if record else name
+
+
+def engine_label(config: EngineConfig, metrics: Metrics | None = None) -> str:
+    """The engine a variant's numbers describe, with the version when the metrics say it:
+    "SGLang 0.5.9" (the simulator's record), else "SGLang"."""
+    extra = metrics.extra if metrics is not None else {}
+    version = extra.get("engine_version")
+    words = engine_words(config.engine)
+    return f"{words} {version}" if version else words
+
+
+def other_engine_reason(exporter: Exporter, config: EngineConfig) -> str | None:
+    """Why `exporter` may not launch `config`: the variant runs on another engine (None if not)."""
+    engine = config.engine.value
+    if engine == exporter.runs:
+        return None
+    return f"this variant runs on {engine_words(engine)} (engine={engine})"

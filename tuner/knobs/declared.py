@@ -245,7 +245,9 @@ register(
         "Serving engine: whose scheduling and overheads are predicted, whose launch files lead",
         "--engine",
         "engine",
-        space_default=(Engine.vllm,),
+        # Searched over every engine unless pinned (`--engine sglang`): each engine then gets the
+        # best front variant of its own engine, and the recommendation names one.
+        space_default=tuple(Engine),
     )
 )
 

@@ -126,7 +126,9 @@ def _space_field(knob: Knob) -> tuple[Any, Any]:
     if knob.space_default is None:
         return kind, Field(description=knob.describe(), **extra)
     default = [knob.plain(v) for v in knob.space_default]
-    return kind, Field(default=default, description=knob.describe(), **extra)
+    # Validated, so an enum knob's default list holds its members (as a space read from YAML
+    # does) and dumps without pydantic's serializer warning.
+    return kind, Field(default=default, validate_default=True, description=knob.describe(), **extra)
 
 
 def build_search_space() -> type[SearchSpaceBase]:

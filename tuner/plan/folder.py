@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tuner.export.registry import engine_words
 from tuner.knobs.registry import footprint_knobs, footprint_words, get
 from tuner.plan.chart import chart_data, render_html
 from tuner.plan.models import KindPlan, Option, PlanResult
@@ -109,7 +110,8 @@ def summary_lines(result: PlanResult) -> list[str]:
     lines.append(
         f"headroom {req.headroom:.0%}: replicas = ceil(target x {1 + req.headroom:g} / capacity "
         "per replica); energy is an estimate (TDP x utilisation, idle power not counted); "
-        "latencies, capacities and energy are simulated, not measured"
+        "latencies, capacities and energy are simulated for "
+        f"{engine_words(req.engine)} (--engine), not measured"
     )
     bands = {k.best.band_source for k in result.ok if k.best is not None and k.best.band_source}
     for source in sorted(bands):

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tuner.plan.sizing import DEFAULT_HEADROOM
 from tuner.prices import GPUPrice
-from tuner.specs import SLA, EngineConfig, GPUProfile, ModelSpec, SearchSpace, Workload
+from tuner.specs import SLA, Engine, EngineConfig, GPUProfile, ModelSpec, SearchSpace, Workload
 
 __all__ = ["KindPlan", "Option", "PlanRequest", "PlanResult", "Status"]
 
@@ -24,6 +24,9 @@ class PlanRequest(BaseModel):
     sla: SLA
     workload: Workload = Field(description="Request lengths and count simulated per replica")
     space: SearchSpace
+    # One engine per plan (searching the three would triple a plan's simulator runs): its
+    # scheduling and overheads are predicted, its launch files written.
+    engine: Engine = Field(default=Engine.vllm, description="The serving engine planned for")
     rate_rps: float | None = Field(default=None, gt=0, description="Target Poisson rate")
     users: int | None = Field(default=None, ge=1, description="Closed-loop users to serve")
     think_time_s: float = Field(default=0.0, ge=0, description="Pause between a user's requests")

@@ -176,7 +176,9 @@ def plan_kind(req: PlanRequest, gpu: GPUProfile, price: GPUPrice | None) -> Kind
         if not fitting:
             continue
         fitted_any = True
-        choice = best_capacity_config(req.model, gpu, tp, req.sla, req.workload, req.space, fitting)
+        choice = best_capacity_config(
+            req.model, gpu, tp, req.sla, req.workload, req.space, fitting, engine=req.engine
+        )
         if choice is None:
             continue
         per_gpu = choice.capacity_rps / tp

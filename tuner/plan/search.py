@@ -24,6 +24,7 @@ from tuner.perf.efficiency import Efficiency
 from tuner.specs import (
     SLA,
     Context,
+    Engine,
     EngineConfig,
     GPUProfile,
     IntRange,
@@ -105,10 +106,11 @@ def best_capacity_config(
     space: SearchSpace,
     footprints: list[dict[str, Any]],
     *,
+    engine: Engine = Engine.vllm,
     eff: Efficiency | None = None,
 ) -> CapacityChoice | None:
-    """Search `footprints` (weight/KV precisions that fit) and `space`'s batch limits; None if
-    no variant meets the SLA."""
+    """Search `footprints` (weight/KV precisions that fit) and `space`'s batch limits on
+    `engine`; None if no variant meets the SLA."""
     ctx = Context(model=model, gpu=gpu, sla=sla, workload=workload, num_gpus=tp)
     seqs_grid = knob_grid(space.max_num_seqs)
     tokens_grid = knob_grid(space.max_num_batched_tokens)
@@ -124,6 +126,7 @@ def best_capacity_config(
         "max_num_seqs": _nearest(seqs_grid, _START_SEQS),
         "max_num_batched_tokens": _nearest(tokens_grid, _START_TOKENS),
         "enable_prefix_caching": space.enable_prefix_caching[0],
+        "engine": engine,
     }
     firsts = [
         config

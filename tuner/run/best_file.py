@@ -158,6 +158,9 @@ class _TunedCore(_Block):
     trial: int
     headroom_met: bool
     config: EngineConfig
+    engine_version: str | None = Field(
+        default=None, description="The release of config.engine its metrics describe"
+    )
     ttft_ms: float
     tpot_ms: float
     output_tokens_per_s_per_gpu: float
@@ -173,6 +176,7 @@ class TunedPick(CapacityFields, _TunedCore):
 
     omit_when_none: ClassVar[tuple[str, ...]] = (
         *CapacityFields.omit_when_none,
+        "engine_version",
         "speculation",
         "speculation_measured",
     )

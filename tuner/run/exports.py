@@ -10,6 +10,7 @@ import yaml
 from tuner.answer.picks import EnginePick
 from tuner.export.bundle import EngineExport
 from tuner.export.dispatch import export_config
+from tuner.export.registry import engine_label, get_exporter
 from tuner.run_spec import RunSpec
 from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
@@ -34,6 +35,9 @@ def write_exports(
     """Write every engine's files plus a README with commands and caveats into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     exports = export_config(config, spec, metrics)
+    # What launches it first (its own engine's exporters); the others say it runs elsewhere.
+    own = [e for e, exp in exports.items() if not isinstance(exp, str)]
+    exports = {e: exports[e] for e in [*own, *(e for e in exports if e not in own)]}
     readme = ["# Launch recipes for this variant", "", _config_yaml(config)]
     for engine, exp in exports.items():
         if isinstance(exp, str):
@@ -68,11 +72,28 @@ def write_engine_exports(
     write_picked_exports(built, folder)
 
 
+def _intro(picks: Mapping[str, EnginePick | str]) -> list[str]:
+    """The README's head: which engine runs the recommendation and which script launches it."""
+    head = ["# Launch recipes: each engine gets the best front variant of its own engine", ""]
+    primary = [(e, p) for e, p in picks.items() if not isinstance(p, str) and p.primary]
+    for engine, pick in primary[:1]:
+        exporter, config = get_exporter(engine), pick.record.config
+        assert config is not None
+        head += [
+            f"The recommendation runs on {engine_label(config, pick.record.metrics)}: "
+            f"`{exporter.script}` launches it (first below); the other engines' sections are "
+            "their own best variants, for comparison or where that engine is what you run.",
+            "",
+        ]
+    return head
+
+
 def write_picked_exports(picks: Mapping[str, EnginePick | str], folder: Path) -> None:
     """The analysed run's picks as an exports/ folder: each engine's files (built once, with the
-    picks) and a README naming which variant each engine got, or why it got none."""
+    picks) and a README naming which variant each engine got, or why it got none; the
+    recommended engine's section comes first and says it is the recommendation."""
     folder.mkdir(parents=True, exist_ok=True)
-    readme = ["# Launch recipes: each engine gets the best front variant it can express", ""]
+    readme = _intro(picks)
     for engine, pick in picks.items():
         if isinstance(pick, str):
             readme += [f"## {engine}: nothing to export", "", pick, ""]

@@ -141,6 +141,7 @@ def _tuned_pick(rec: TrialRecord, result: ParetoResult, pct: int) -> TunedPick:
         trial=rec.number,
         headroom_met=result.headroom_met,
         config=rec.config,
+        engine_version=_engine_version(m.extra.get("engine_version")),
         ttft_ms=m.ttft_ms.at(pct),
         tpot_ms=m.tpot_ms.at(pct),
         output_tokens_per_s_per_gpu=m.output_tokens_per_s_per_gpu,
@@ -151,6 +152,11 @@ def _tuned_pick(rec: TrialRecord, result: ParetoResult, pct: int) -> TunedPick:
         **_speculation(rec),
         **dict(fields),
     )
+
+
+def _engine_version(value: object) -> str | None:
+    """The engine release the metrics describe (the simulator's record), when they carry one."""
+    return None if value in (None, "") else str(value)
 
 
 def _speculation(rec: TrialRecord) -> dict[str, Any]:

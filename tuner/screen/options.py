@@ -11,10 +11,12 @@ from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, echo
 from tuner.perf.load import ProbeBudget
 from tuner.run_spec import RunSpec
+from tuner.specs import Engine
 
 __all__ = [
     "FLAGS",
     "MAX_CONFIRM",
+    "MEASURED_ENGINES",
     "SCREENS",
     "ScreenOptions",
     "checked_flags",
@@ -27,6 +29,9 @@ MAX_CONFIRM = 50
 SCREENS = ("sim",)
 FLAGS = ("screen", "confirm", "confirm_seconds", "refit")  # ScreenOptions' fields, as flags
 DEFAULT_CONFIRM = 3
+# The engines a measuring backend runs: the screen predicts only these, since a variant of any
+# other engine would be passed over as unmeasurable (`VLLMBackend.cannot_run` says why).
+MEASURED_ENGINES = (Engine.vllm,)
 
 
 class ScreenOptions(BaseModel):
@@ -107,6 +112,16 @@ def resumed_options(saved: ScreenOptions, given: ScreenOptions | None) -> Screen
 
 
 def screen_spec(spec: RunSpec) -> RunSpec:
-    """The sim run that screens `spec`'s space: same inputs, the simulator's own probe budget."""
+    """The sim run that screens `spec`'s space: same inputs, the simulator's own probe budget,
+    and only the engines a measuring backend runs (InputError when the space has none)."""
+    engines = [e for e in spec.space.engine if e in MEASURED_ENGINES]
+    if not engines:
+        given = ",".join(e.value for e in spec.space.engine)
+        raise InputError(
+            f"--engine {given}: a screened tune measures on vLLM (--backend vllm starts vLLM, "
+            "--backend torch runs the reference engine at vLLM's defaults); use --engine vllm, "
+            "or a plain tune to predict other engines"
+        )
+    space = spec.space.model_copy(update={"engine": engines})
     update = {"backend": "sim", "backend_options": {}, "probe_budget": ProbeBudget()}
-    return spec.model_copy(update={**update, "storage": None})
+    return spec.model_copy(update={**update, "storage": None, "space": space})
