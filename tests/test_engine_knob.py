@@ -63,7 +63,7 @@ def test_the_engine_label_carries_the_release_the_metrics_name() -> None:
     config = EngineConfig(engine="trtllm")
     assert engine_label(config) == "TensorRT-LLM"
     metrics = Metrics(extra={"engine": "trtllm", "engine_version": "1.2.0rc6"})
-    assert engine_label(config, metrics) == "TensorRT-LLM 1.2.0rc6"
+    assert engine_label(config, metrics) == "TensorRT-LLM (modelled on 1.2.0rc6)"
     assert get_exporter("sglang").runs == "sglang"
 
 
@@ -143,7 +143,9 @@ def test_predict_says_which_engine_and_release_it_modelled() -> None:
     result = CliRunner().invoke(app, [*args, "--num-requests", "40"])
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if x.startswith("engine: "))
-    assert re.match(r"engine: TensorRT-LLM \S+ \(scheduler and overheads modelled", line), line
+    assert re.match(r"engine: TensorRT-LLM \(modelled on \S+\): scheduler and overheads", line), (
+        line
+    )
     doc = json.loads(
         CliRunner().invoke(app, [*args, "--num-requests", "40", "--json"]).output.strip()
     )
@@ -201,7 +203,7 @@ def test_a_pinned_tune_searches_and_recommends_that_engine_only(tmp_path: Path) 
     assert best["recommended"]["config"]["engine"] == "sglang"
     recommended = next(x for x in result.output.splitlines() if x.startswith("recommended:"))
     version = best["recommended"].get("engine_version")  # the release the simulator modelled
-    assert version and recommended.endswith(f" on SGLang {version}")
+    assert version and recommended.endswith(f" on SGLang (modelled on {version})")
     assert _export_lines(result.output)[0].startswith("SGLang (recommended): ")
     readme = (run / "exports" / "README.md").read_text()
     assert [name for name, _ in _sections(readme)][0] == "sglang"

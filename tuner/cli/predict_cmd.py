@@ -82,8 +82,8 @@ def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
     if m.extra.get("engine_version"):  # the simulator says which engine release it modelled
         lines.insert(
             0,
-            f"engine: {engine_label(config, m)} (scheduler and overheads modelled from its "
-            "source: docs/engines.md)",
+            f"engine: {engine_label(config, m)}: scheduler and overheads from its source "
+            "(docs/engines.md)",
         )
     if note := acceptance_note(config, m):  # a speculating variant: what its speed-up rests on
         lines.append(note.line())

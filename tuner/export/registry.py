@@ -86,12 +86,13 @@ def engine_words(engine: Engine | str) -> str:
 
 
 def engine_label(config: EngineConfig, metrics: Metrics | None = None) -> str:
-    """The engine a variant's numbers describe, with the version when the metrics say it:
-    "SGLang 0.5.9" (the simulator's record), else "SGLang"."""
+    """The engine a variant's numbers describe, with the release whose source the simulator's
+    behaviour record was read from when the metrics say it: "SGLang (modelled on 0.5.9)"; the
+    launch files may target another release (their section names it)."""
     extra = metrics.extra if metrics is not None else {}
     version = extra.get("engine_version")
     words = engine_words(config.engine)
-    return f"{words} {version}" if version else words
+    return f"{words} (modelled on {version})" if version else words
 
 
 def other_engine_reason(exporter: Exporter, config: EngineConfig) -> str | None:
