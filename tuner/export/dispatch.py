@@ -10,15 +10,15 @@ an exports/ folder is the run's job (tuner.run.exports).
 from __future__ import annotations
 
 from tuner.errors import InputError
-from tuner.export import ENGINES, exporters
+from tuner.export import ENGINES, exporters, get_exporter
 from tuner.export.bundle import EngineExport, ExportTarget
 from tuner.export.registry import other_engine_reason
 from tuner.export.tables import unspelled_reason
 from tuner.run_spec import RunSpec
-from tuner.specs import EngineConfig, Metrics
+from tuner.specs import Context, EngineConfig, Metrics
 from tuner.validity import served_model_len
 
-__all__ = ["export_config", "expressible", "export_target"]
+__all__ = ["engine_refusal", "export_config", "expressible", "export_target"]
 
 
 def export_target(spec: RunSpec, metrics: Metrics | None = None) -> ExportTarget:
@@ -62,3 +62,17 @@ def expressible(engine: str, config: EngineConfig, spec: RunSpec) -> str | None:
     """None when `engine`'s exporter can express `config`, else the exporter's reason."""
     result = export_config(config, spec, engines=(engine,))[engine]
     return result if isinstance(result, str) else None
+
+
+def engine_refusal(config: EngineConfig, ctx: Context) -> str | None:
+    """Why the variant's own engine cannot launch it in `ctx` (its exporter's refusal: what each
+    engine can run lives in its options table), or None when it can."""
+    exporter = get_exporter(config.engine.value)
+    if reason := unspelled_reason(exporter.name, config):
+        return reason
+    target = ExportTarget(model=ctx.model.name, gpu=ctx.gpu, max_model_len=served_model_len(ctx))
+    try:
+        exporter.export(config, target)
+    except InputError as exc:
+        return str(exc)
+    return None
