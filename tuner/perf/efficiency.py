@@ -83,7 +83,10 @@ class Efficiency:
     # Python module code, op dispatch, the CUDA launch; a captured graph replays every kernel in
     # one launch). The engines' eager steps (tuner.perf.engines) pay it per kernel of every layer
     # (counts: tuner.perf.costs.layer_kernels), serialized with the GPU by the host syncs MoE
-    # routing and the scheduler make every step.
+    # routing and the scheduler make every step. 20 us is the middle of PyTorch's eager per-op
+    # host cost (10-30 us with its Python module code); with it, 10 us and 30 us, the silicon
+    # rows' TTFT error per engine is in `benchmarks/accuracy_compare.py` (serialized launches on
+    # SGLang/TensorRT-LLM agree with their TTFT; launches hidden behind the GPU do not move it).
     eager_launch_s: float = 0.000020
 
     def __post_init__(self) -> None:
