@@ -14,11 +14,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from worktree import ROOT, worktree
+
 BLOCKS = (("silicon", "dense silicon"), ("fp4", "FP4"), ("moe", "MoE"))
 
 
@@ -57,16 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="HEAD~1")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        base_tree = Path(tmp) / "baseline"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(base_tree), args.baseline],
-            cwd=ROOT, check=True, capture_output=True,
-        )  # fmt: skip
-        try:
-            base = _accuracy(base_tree)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT)
+    with worktree(args.baseline) as tree:
+        base = _accuracy(tree)
     _print(base, _accuracy(ROOT), args.baseline)
     return 0
 

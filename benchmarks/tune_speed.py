@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from worktree import ROOT, worktree
+
 TUNE = ["-m", "tuner", "tune", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sla", "chat"]
 
 
@@ -43,21 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--trials", type=int, default=200)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(base), args.baseline],
-            cwd=ROOT, check=True, capture_output=True,
-        )  # fmt: skip
-        try:
-            times: dict[str, list[tuple[float, float]]] = {"here": [], "baseline": []}
-            for i in range(args.repeats):
-                for name, tree in (("baseline", base), ("here", ROOT)):
-                    wall, cpu = _run(tree, args.trials, Path(tmp) / f"{name}-{i}")
-                    times[name].append((wall, cpu))
-                    print(f"{name:8} run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU")
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT)
+    times: dict[str, list[tuple[float, float]]] = {"here": [], "baseline": []}
+    with worktree(args.baseline) as base, tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeats):
+            for name, tree in (("baseline", base), ("here", ROOT)):
+                wall, cpu = _run(tree, args.trials, Path(tmp) / f"{name}-{i}")
+                times[name].append((wall, cpu))
+                print(f"{name:8} run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU")
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
            for k, v in times.items()}  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.1f}; {args.trials} trials; baseline {args.baseline}")
