@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from pydantic import ValidationError
 
 from tuner.backends import Backend, evaluate_capacity
+from tuner.backends.base import refusal
 from tuner.errors import InputError
 from tuner.knobs import searched
 from tuner.knobs.rules import config_reason
@@ -47,7 +48,7 @@ from tuner.specs import (
     SearchSpace,
     is_model_draft,
 )
-from tuner.validity import allowed_values, invalid_reason
+from tuner.validity import allowed_values
 
 __all__ = [
     "DEFAULT_SAMPLER",
@@ -288,7 +289,7 @@ class Evaluator:
         """Evaluate one sampled variant and return its objective values."""
         params = suggest_params(trial, self.sampling)
         config = config_from_params(params)
-        reason = config if isinstance(config, str) else invalid_reason(config, self.ctx)
+        reason = config if isinstance(config, str) else refusal(config, self.ctx)
         if reason is not None:
             trial.set_user_attr(ATTR_REASON, reason)
             raise optuna.TrialPruned(reason)
