@@ -37,10 +37,17 @@ def _space(**knobs: object) -> SearchSpace:
 
 @pytest.mark.unit
 def test_every_engine_is_searched_unless_the_space_or_a_flag_pins_it() -> None:
-    assert _space().engine == list(Engine)
+    assert _space().engine == [Engine.vllm]  # a space that names no engine keeps vLLM
     assert build_run_spec(model="llama-3.1-8b", gpu="h200-sxm").space.engine == list(Engine)
     pinned = build_run_spec(model="llama-3.1-8b", gpu="h200-sxm", knob_flags={"engine": "sglang"})
     assert pinned.space.engine == [Engine.sglang]
+    # A measuring backend serves vLLM: its search keeps vLLM, and another engine is one line.
+    measured = build_run_spec(model="llama-3.1-8b", gpu="h200-sxm", backend="vllm")
+    assert measured.space.engine == [Engine.vllm]
+    with pytest.raises(InputError, match="measures vLLM variants only; --engine sglang"):
+        build_run_spec(
+            model="llama-3.1-8b", gpu="h200-sxm", backend="vllm", knob_flags={"engine": "sglang"}
+        )
 
 
 @pytest.mark.unit

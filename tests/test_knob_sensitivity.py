@@ -38,10 +38,6 @@ def test_each_other_value_of_each_knob_is_one_row_and_its_change_is_the_simulato
     effects = knob_sensitivity(base, _ctx(), space)
     moved = sorted((e.knob, str(e.value)) for e in effects)
     assert moved == [
-        # The space leaves the engine to its default: every engine is searched, so each other
-        # engine is a one-knob move like any other value.
-        ("engine", "sglang"),
-        ("engine", "trtllm"),
         ("kv_dtype", "fp8"),
         ("max_num_seqs", "1"),
         ("quantization", "fp8"),
@@ -86,7 +82,6 @@ def test_a_capacity_tune_writes_sensitivity_csv_and_names_the_top_three_within_1
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader((run / "sensitivity.csv").open()))
     assert rows and {r["knob"] for r in rows} <= {
-        "engine",  # the space leaves it to its default: every engine is searched
         "quantization",
         "kv_dtype",
         "max_num_seqs",

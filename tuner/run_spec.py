@@ -24,6 +24,7 @@ from tuner.specs import (
     SAMPLERS,
     SLA,
     Context,
+    Engine,
     GPUProfile,
     ModelSpec,
     SearchSpace,
@@ -235,6 +236,20 @@ def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> Sear
         raise InputError(str(exc)) from exc
 
 
+def _measured_engines(space: SearchSpace, backend: str) -> SearchSpace:
+    """A measuring backend serves one engine (vLLM, or the reference engine in vLLM's
+    semantics): its search keeps that engine, or says in one line why it cannot."""
+    if backend not in MEASURING_BACKENDS or space.engine == [Engine.vllm]:
+        return space
+    if Engine.vllm not in space.engine:
+        asked = ", ".join(e.value for e in space.engine)
+        raise InputError(
+            f"--backend {backend} measures vLLM variants only; --engine {asked} cannot be "
+            "measured here (predict it with --backend sim, or measure --engine vllm)"
+        )
+    return space.model_copy(update={"engine": [Engine.vllm]})
+
+
 def _probe_budget(backend: str, probes: int | None, seconds: float | None) -> dict[str, Any]:
     """The capacity search's budget: the flags, else the backend's default (validated later)."""
     budget = ProbeBudget.measured().model_dump() if backend in MEASURING_BACKENDS else {}
@@ -279,6 +294,7 @@ def build_run_spec(
         )
     model_spec = catalog.load_model(model)
     search_space = _narrow_space(catalog.load_search_space(space), knob_flags or {})
+    search_space = _measured_engines(search_space, backend)
     options: dict[str, Any] = {"model_path": model_path} if model_path else {}
     if compile_step:
         if backend != "torch":

@@ -68,8 +68,8 @@ def engine_refusal(config: EngineConfig, ctx: Context) -> str | None:
     """Why the variant's own engine cannot launch it in `ctx` (its exporter's refusal: what each
     engine can run lives in its options table), or None when it can."""
     exporter = get_exporter(config.engine.value)
-    if reason := unspelled_reason(exporter.name, config):
-        return reason
+    if unspelled_reason(exporter.name, config):
+        return None  # a knob with no row in its table yet: predicted, refused at export time
     target = ExportTarget(model=ctx.model.name, gpu=ctx.gpu, max_model_len=served_model_len(ctx))
     try:
         exporter.export(config, target)

@@ -245,9 +245,10 @@ register(
         "Serving engine: whose scheduling and overheads are predicted, whose launch files lead",
         "--engine",
         "engine",
-        # Searched over every engine unless pinned (`--engine sglang`): each engine then gets the
-        # best front variant of its own engine, and the recommendation names one.
-        space_default=tuple(Engine),
+        # A space that does not name engines keeps vLLM; the shipped spaces list all three, so
+        # `tuner tune` searches every engine unless pinned (`--engine sglang`). Each engine then
+        # gets the best front variant of its own engine, and the recommendation names one.
+        space_default=(Engine.vllm,),
     )
 )
 
