@@ -40,7 +40,8 @@ def _v0(name: str) -> dict[str, object]:
 def _with_later_knobs(value: object, key: str = "") -> object:
     """`value` with what loading gives the knobs registered after version 0 was written: each
     variant's `engine` at its default (vLLM, the one engine an older tuner modelled), a search
-    space's default choices (every engine), a plan request's engine (vLLM)."""
+    space's default choices (vLLM: a space that names no engine keeps it), a plan request's
+    engine (vLLM)."""
     if isinstance(value, list):
         return [_with_later_knobs(v, key) for v in value]
     if not isinstance(value, dict):
@@ -49,7 +50,7 @@ def _with_later_knobs(value: object, key: str = "") -> object:
     later = {
         "config": Engine.vllm.value,
         "request": Engine.vllm.value,
-        "space": [e.value for e in Engine],
+        "space": [Engine.vllm.value],
     }
     if key in later:
         out.setdefault("engine", later[key])
