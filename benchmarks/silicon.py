@@ -62,7 +62,7 @@ from pathlib import Path
 
 from tuner import catalog
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from tuner.perf.engines import engine_model
+from tuner.perf.engines import ENGINE_MODELS, engine_model
 from tuner.perf.predict import predict_metrics
 from tuner.specs import SLA, Context, Engine, EngineConfig, KVDtype, Quantization, Workload
 
@@ -114,8 +114,6 @@ INFERENCEMAX_VLLM_BATCHED_TOKENS = 8192
 INFERENCEMAX_TRTLLM_MAX_NUM_TOKENS = 16384
 INFERENCEMAX_BATCH_WAIT_ITERS = 20
 INFERENCEMAX_BATCH_WAIT_RATIO = 0.9
-# Engines whose scheduler runs waiting prefills first, in steps without decodes (see above).
-PREFILL_FIRST_ENGINES = frozenset({"sglang"})
 NO_SLA = SLA(name="none")
 
 
@@ -131,8 +129,9 @@ class EngineSetup:
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
-    """The shared defaults above; only SGLang's prefill-first scheduling differs."""
-    mixed = backend not in PREFILL_FIRST_ENGINES
+    """The shared defaults above; the engine's own record says whether it mixes prefill and
+    decode (SGLang runs waiting prefills first, tuner.perf.engines)."""
+    mixed = ENGINE_MODELS[backend].mix_prefill_decode
     return EngineSetup(MAX_BATCHED_TOKENS, max(MIN_MAX_NUM_SEQS, users), True, mixed)
 
 

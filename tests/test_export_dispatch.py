@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from tuner.answer.picks import EnginePick
 from tuner.errors import InputError
 from tuner.export.dispatch import export_config, expressible
 from tuner.run.export_trial import export_trial
-from tuner.run.exports import write_engine_exports, write_exports
+from tuner.run.exports import write_exports, write_picked_exports
 from tuner.run.tune import tune
 from tuner.run_spec import build_run_spec
 from tuner.search.trials import TrialRecord
@@ -39,14 +40,16 @@ def test_write_exports_writes_each_engines_files_and_says_why_not(tmp_path: Path
     assert "quantization: nvfp4" in readme
 
 
-def test_write_engine_exports_heads_each_engine_with_its_note(tmp_path: Path) -> None:
+def test_write_picked_exports_heads_each_engine_with_its_note(tmp_path: Path) -> None:
     spec = build_run_spec(model="llama-3.1-8b", gpu="h100-sxm")
     pick = TrialRecord(number=4, state="complete", params={}, config=EngineConfig())
-    picks: dict[str, TrialRecord | str] = {
-        "vllm": pick,
+    export = export_config(EngineConfig(), spec, engines=("vllm",))["vllm"]
+    assert not isinstance(export, str)
+    picks: dict[str, EnginePick | str] = {
+        "vllm": EnginePick(pick, export, "the recommended variant", primary=True),
         "sglang": "no front variant is expressible",
     }
-    write_engine_exports(picks, spec, tmp_path, {"vllm": "the recommended variant"})
+    write_picked_exports(picks, tmp_path)
     readme = (tmp_path / "README.md").read_text()
     assert (tmp_path / "vllm.sh").is_file() and not (tmp_path / "sglang.sh").exists()
     assert ": the recommended variant" in readme and "## sglang: nothing to export" in readme

@@ -34,6 +34,7 @@ from tuner.specs import (
 from tuner.yaml_read import format_validation_error, load_yaml_model
 
 __all__ = [
+    "MEASURED_ENGINES",
     "DEFAULT_NUM_GPUS",
     "DEFAULT_TRIALS",
     "MAX_TRIALS",
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 DEFAULT_TRIALS = 200
+# The engines a measuring backend (MEASURING_BACKENDS) runs: `--backend vllm` starts vLLM, and
+# the reference engine (`--backend torch`) runs at vLLM's defaults.
+MEASURED_ENGINES = (Engine.vllm,)
 # A run past this is a typo, not a plan: 100k sim trials already take hours.
 MAX_TRIALS = 100_000
 DEFAULT_NUM_GPUS = 8
@@ -237,17 +241,18 @@ def _narrow_space(space: SearchSpace, knob_flags: dict[str, str | None]) -> Sear
 
 
 def _measured_engines(space: SearchSpace, backend: str) -> SearchSpace:
-    """A measuring backend serves one engine (vLLM, or the reference engine in vLLM's
-    semantics): its search keeps that engine, or says in one line why it cannot."""
-    if backend not in MEASURING_BACKENDS or space.engine == [Engine.vllm]:
+    """A measuring backend serves MEASURED_ENGINES only (vLLM, or the reference engine in
+    vLLM's semantics): its search keeps those, or says in one line why it cannot."""
+    if backend not in MEASURING_BACKENDS:
         return space
-    if Engine.vllm not in space.engine:
+    engines = [e for e in space.engine if e in MEASURED_ENGINES]
+    if not engines:
         asked = ", ".join(e.value for e in space.engine)
         raise InputError(
             f"--backend {backend} measures vLLM variants only; --engine {asked} cannot be "
             "measured here (predict it with --backend sim, or measure --engine vllm)"
         )
-    return space.model_copy(update={"engine": [Engine.vllm]})
+    return space.model_copy(update={"engine": engines})
 
 
 def _probe_budget(backend: str, probes: int | None, seconds: float | None) -> dict[str, Any]:

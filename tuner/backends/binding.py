@@ -23,7 +23,7 @@ from tuner.errors import TunerError
 from tuner.metrics import Metrics
 from tuner.perf.costs import step_cost_model
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
-from tuner.perf.load import Capacity, LoadPoint, workload_at
+from tuner.perf.load import Capacity, LoadPoint, load_unit, workload_at
 from tuner.perf.memory import replica_shape
 from tuner.sla import Violation, sla_violations
 from tuner.specs import Context, EngineConfig
@@ -247,7 +247,7 @@ def binding_limit(
 ) -> BindingLimit:
     """The bound and the driver of `config`'s capacity; `at_capacity`: the simulator's Metrics
     at the capacity load (at the lightest load when none meets the SLA)."""
-    unit = "req/s" if cap.mode == "rate" else "users"
+    unit = load_unit(cap.mode)
     bound, bound_text, above, violation = _bound(cap, ctx, unit)
     top, sat = cap.at_sla, cap.saturated_load
     if bound in ("ttft", "tpot") and top is not None and sat:

@@ -123,7 +123,7 @@ class BatchLimits(_Block):
 
 
 class BindingBlock(_Block):
-    """What stops the load from rising past the capacity, and why (tuner.explain.binding)."""
+    """What stops the load from rising past the capacity, and why (tuner.backends.binding)."""
 
     bound: str = Field(description="ttft, tpot, saturation, load-searched, probe-budget, unmet")
     driver: str = Field(description="What the engine is short of there")

@@ -12,10 +12,9 @@ from tuner.export.bundle import EngineExport
 from tuner.export.dispatch import export_config
 from tuner.export.registry import engine_label, get_exporter
 from tuner.run_spec import RunSpec
-from tuner.search.trials import TrialRecord
 from tuner.specs import EngineConfig, Metrics
 
-__all__ = ["write_engine_exports", "write_exports", "write_picked_exports"]
+__all__ = ["write_exports", "write_picked_exports"]
 
 
 def _config_yaml(config: EngineConfig) -> str:
@@ -46,30 +45,6 @@ def write_exports(
         readme += [f"## {engine} {exp.version}", "", *_write_files(exp, folder)]
     (folder / "README.md").write_text("\n".join(readme))
     return exports
-
-
-def write_engine_exports(
-    picks: Mapping[str, TrialRecord | str],
-    spec: RunSpec,
-    folder: Path,
-    which: Mapping[str, str],
-) -> None:
-    """Each engine's files from the variant picked for it; the README says `which[engine]` it is.
-
-    A pick given as a string is the reason that engine gets no files.
-    """
-    built: dict[str, EnginePick | str] = {}
-    for engine, pick in picks.items():
-        if isinstance(pick, str):
-            built[engine] = pick
-            continue
-        if pick.config is None:
-            raise ValueError(f"trial {pick.number} has no engine config to export")
-        exp = export_config(pick.config, spec, pick.metrics, engines=(engine,))[engine]
-        if isinstance(exp, str):
-            raise ValueError(f"{engine} was picked trial {pick.number} but refuses it: {exp}")
-        built[engine] = EnginePick(pick, exp, which[engine])
-    write_picked_exports(built, folder)
 
 
 def _intro(picks: Mapping[str, EnginePick | str]) -> list[str]:

@@ -10,13 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError, echo
 from tuner.perf.load import ProbeBudget
-from tuner.run_spec import RunSpec
-from tuner.specs import Engine
+from tuner.run_spec import MEASURED_ENGINES, RunSpec
 
 __all__ = [
     "FLAGS",
     "MAX_CONFIRM",
-    "MEASURED_ENGINES",
     "SCREENS",
     "ScreenOptions",
     "checked_flags",
@@ -29,9 +27,6 @@ MAX_CONFIRM = 50
 SCREENS = ("sim",)
 FLAGS = ("screen", "confirm", "confirm_seconds", "refit")  # ScreenOptions' fields, as flags
 DEFAULT_CONFIRM = 3
-# The engines a measuring backend runs: the screen predicts only these, since a variant of any
-# other engine would be passed over as unmeasurable (`VLLMBackend.cannot_run` says why).
-MEASURED_ENGINES = (Engine.vllm,)
 
 
 class ScreenOptions(BaseModel):
@@ -114,6 +109,8 @@ def resumed_options(saved: ScreenOptions, given: ScreenOptions | None) -> Screen
 def screen_spec(spec: RunSpec) -> RunSpec:
     """The sim run that screens `spec`'s space: same inputs, the simulator's own probe budget,
     and only the engines a measuring backend runs (InputError when the space has none)."""
+    # The screen predicts only the engines the measurement runs: a variant of another engine
+    # would be passed over as unmeasurable (`VLLMBackend.cannot_run` says why).
     engines = [e for e in spec.space.engine if e in MEASURED_ENGINES]
     if not engines:
         given = ",".join(e.value for e in spec.space.engine)
