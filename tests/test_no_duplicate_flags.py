@@ -154,17 +154,22 @@ def test_the_vllm_backends_command_gives_each_option_once(
     assert cmd[cmd.index("--max-model-len") + 1] == str(served)
 
 
+def _llama_ctx(workload: Workload) -> Context:
+    """Llama-3.1-8B on one H200 under the chat SLA and `workload`."""
+    return Context(
+        model=catalog.load_model("llama-3.1-8b"),
+        gpu=catalog.load_gpu("h200-sxm"),
+        sla=catalog.load_sla("chat"),
+        workload=workload,
+        num_gpus=1,
+    )
+
+
 def test_the_issue_case_passes_the_served_length_once() -> None:
     # Chunked prefill off with a 4096-token step: the export used to say 4096 (the step) and
     # the backend appended the served 1536 after it.
     config = EngineConfig(enable_chunked_prefill=False, max_num_batched_tokens=4096)
-    ctx = Context(
-        model=catalog.load_model("llama-3.1-8b"),
-        gpu=catalog.load_gpu("h200-sxm"),
-        sla=catalog.load_sla("chat"),
-        workload=Workload(input_tokens=1024, output_tokens=256, concurrency=2, num_requests=8),
-        num_gpus=1,
-    )
+    ctx = _llama_ctx(Workload(input_tokens=1024, output_tokens=256, concurrency=2, num_requests=8))
     cmd = _backend().command(config, ctx, port=8000)
     assert cmd[:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     assert cmd.count("--max-model-len") == 1
@@ -173,13 +178,7 @@ def test_the_issue_case_passes_the_served_length_once() -> None:
 
 
 def test_extra_arguments_may_not_repeat_an_exported_option(tmp_path: Path) -> None:
-    ctx = Context(
-        model=catalog.load_model("llama-3.1-8b"),
-        gpu=catalog.load_gpu("h200-sxm"),
-        sla=catalog.load_sla("chat"),
-        workload=Workload(input_tokens=128, output_tokens=16, concurrency=1, num_requests=2),
-        num_gpus=1,
-    )
+    ctx = _llama_ctx(Workload(input_tokens=128, output_tokens=16, concurrency=1, num_requests=2))
     backend = _backend(extra=("--enforce-eager", "--no-enable-prefix-caching"), run_dir=tmp_path)
     with pytest.raises(InputError, match="--enable-prefix-caching would reach vLLM twice"):
         backend.command(EngineConfig(), ctx, port=8000)
