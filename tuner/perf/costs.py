@@ -37,6 +37,7 @@ from tuner.perf.memory import (
     replica_shape,
 )
 from tuner.perf.moe import MoECost, expected_experts_touched
+from tuner.perf.moe_kernels import kernel_class, moe_gemm_grid
 from tuner.perf.precision import ACTIVATION_BYTES, FP4_FORMATS, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
@@ -253,12 +254,13 @@ def _moe_cost(
     if not model.is_moe:
         return None
     tp, dp = replica_shape(config)
-    bytes_per_param, gemm_rate, weight_rate = rates
+    bytes_per_param, gemm_rate, weight_rate, cls, peak = rates
+    gpus = tp * dp
     return MoECost(
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_tok,
         expert_params=model.num_moe_layers * model.mlp_params_per_expert,
-        gpus=tp * dp,
+        gpus=gpus,
         expert_parallel=bool(config.expert_parallel),
         data_parallel=dp,
         moe_layers=model.num_moe_layers,
@@ -268,6 +270,10 @@ def _moe_cost(
         token_bytes=model.hidden_size * ACTIVATION_BYTES,
         link_bytes_per_s=_link_bytes_per_s(gpu, tp * dp, eff),
         exchange_latency_s=eff.allreduce_latency_s,
+        grid=moe_gemm_grid(config.engine.value, cls, gpu.name),
+        peak_flops_per_s=peak,
+        peak_bytes_per_s=gpu.memory_bandwidth_gbps * GIGA,
+        expert_cols=model.expert_intermediate_size / (1 if config.expert_parallel else gpus),
     )
 
 
@@ -302,7 +308,8 @@ def step_cost_model(
     flops_fraction = (
         eff.low_precision_gemm_flops_fraction if low_precision else eff.gemm_flops_fraction
     )
-    if prec.gemm_tflops == gpu.fp4_tflops > 0:
+    fp4_path = prec.gemm_tflops == gpu.fp4_tflops > 0
+    if fp4_path:
         flops_fraction = eff.fp4_gemm_flops_fraction
     gemm_rate = prec.gemm_tflops * TERA * flops_fraction
     weight_rate = bw * eff.weight_bandwidth_fraction
@@ -311,6 +318,9 @@ def step_cost_model(
     if prec.weight_only:
         gemm_rate /= 1.0 + eff.weight_only_dequant_overhead
         weight_rate *= eff.weight_only_bandwidth_factor
+    # The measured MoE grids are fractions of the peak of the kernel's own math.
+    cls = kernel_class(prec.weight_only, fp4_path, low_precision)
+    moe_rates = (prec.bytes_per_param, gemm_rate, weight_rate, cls, prec.gemm_tflops * TERA)
     bus_rate = _link_bytes_per_s(gpu, tp, eff) * tp / (2.0 * (tp - 1)) if tp > 1 else 1.0
     # After attention in every layer, after every dense MLP, and after TP-sharded MoE layers
     # (EP and DP exchange their MoE tokens in MoECost instead).
@@ -325,7 +335,7 @@ def step_cost_model(
         seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),
-        moe=_moe_cost(model, gpu, config, eff, (prec.bytes_per_param, gemm_rate, weight_rate)),
+        moe=_moe_cost(model, gpu, config, eff, moe_rates),
         dp=dp,
         lm_head_params=model.vocab_size * d / tp,
         bytes_per_param=prec.bytes_per_param,

@@ -6,9 +6,12 @@ Per step the MoE layers see the tokens of every DP rank (`tokens`). Routing is t
 
   weights read  = E * (1 - (1 - k/E)^tokens) touched experts x expert bytes / G
                   (G = TP x DP GPUs: whole experts under EP, a 1/G slice of each without it)
-  GEMM FLOPs    = 2 x tokens x k x expert params / G, each touched expert's GEMM padded to at
-                  least MIN_ROWS rows (the grouped GEMM's smallest M tile); under EP the most
-                  loaded GPU sets the pace (binomial spread of the token-expert pairs)
+  GEMM FLOPs    = 2 x tokens x k x expert params / G; on a GPU the measured kernel tables cover,
+                  at the grid's fraction of the peak for its m rows per touched expert and n
+                  expert columns per GPU (tuner.perf.moe_kernels), elsewhere at the dense
+                  GEMMs' rate with each touched expert's GEMM padded to at least MIN_ROWS rows
+                  (the grouped GEMM's smallest M tile); under EP the most loaded GPU sets the
+                  pace (binomial spread of the token-expert pairs)
   exchange      = EP: dispatch + combine all-to-all per MoE layer, each GPU sending its share
                   of the token copies (k x hidden x 2 bytes) to the other G - 1 GPUs;
                   without EP over DP ranks: all-gather + reduce-scatter of the tokens over G
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from tuner.perf.moe_kernels import MoEGemmGrid
 
 __all__ = ["MIN_ROWS", "MoECost", "expected_experts_touched"]
 
@@ -55,6 +60,12 @@ class MoECost:
     token_bytes: float  # hidden x activation bytes: one token copy on the wire
     link_bytes_per_s: float  # per direction, achievable
     exchange_latency_s: float  # one all-to-all / all-gather round's floor
+    # Measured grouped-GEMM efficiency of this engine and precision (None: the roofline), the
+    # peak it is a fraction of, and one expert's columns on one GPU (a TP slice without EP).
+    grid: MoEGemmGrid | None = None
+    peak_flops_per_s: float = 0.0
+    peak_bytes_per_s: float = 0.0
+    expert_cols: float = 0.0
 
     def time_s(self, tokens: float) -> float:
         """Seconds of the routed experts and their token exchange for `tokens` (all ranks)."""
@@ -62,12 +73,18 @@ class MoECost:
             return 0.0
         e, k, g = self.num_experts, self.experts_per_token, self.gpus
         touched = expected_experts_touched(e, k, tokens)
-        rows = max(tokens * k / touched, MIN_ROWS) * touched
-        flops = FLOPS_PER_MAC * rows * self.expert_params / g
-        if self.expert_parallel and g > 1:
-            flops *= _max_load_factor(tokens * k, g)
         weights = touched * self.expert_params * self.bytes_per_param / g
-        t = max(flops / self.gemm_flops_per_s, weights / self.weight_bytes_per_s)
+        load = _max_load_factor(tokens * k, g) if self.expert_parallel and g > 1 else 1.0
+        if self.grid is not None:
+            # The measured grid: the layer's roofline at the datasheet peaks over its fraction.
+            flops = FLOPS_PER_MAC * tokens * k * self.expert_params / g * load
+            roofline = max(flops / self.peak_flops_per_s, weights / self.peak_bytes_per_s)
+            t = roofline / self.grid.efficiency(tokens * k / touched, self.expert_cols)
+            t = max(t, self.moe_layers * self.grid.floor_s)
+        else:
+            rows = max(tokens * k / touched, MIN_ROWS) * touched
+            flops = FLOPS_PER_MAC * rows * self.expert_params / g * load
+            t = max(flops / self.gemm_flops_per_s, weights / self.weight_bytes_per_s)
         return t + self.exchange_s(tokens)
 
     def exchange_s(self, tokens: float) -> float:
