@@ -65,6 +65,8 @@ CLASSES = {
 M_LOG2 = list(range(0, 13))  # 1 .. 4096 token rows per touched expert
 N_LOG2 = list(range(6, 15))  # 64 .. 16384 expert columns per GPU
 MIN_HIDDEN = 2048
+# Uniform routing, as tuner.perf.moe assumes when it counts the experts a batch touches.
+DISTRIBUTION = "balanced"
 
 
 def _version_key(text: str) -> tuple:
@@ -97,7 +99,7 @@ def collect(data: Path) -> tuple[dict, list[str]]:
             sources.append(str(path.relative_to(data)))
             rows = pd.read_parquet(path)
             rows = rows[
-                (rows.distribution == "balanced")
+                (rows.distribution == DISTRIBUTION)
                 & (rows.moe_ep_size == 1)
                 & (rows.hidden_size >= MIN_HIDDEN)
             ]
