@@ -114,6 +114,12 @@ INFERENCEMAX_VLLM_BATCHED_TOKENS = 8192
 INFERENCEMAX_TRTLLM_MAX_NUM_TOKENS = 16384
 INFERENCEMAX_BATCH_WAIT_ITERS = 20
 INFERENCEMAX_BATCH_WAIT_RATIO = 0.9
+# InferenceMAX's TensorRT-LLM scripts turn attention-DP balancing on whenever DP attention is:
+# the DeepSeek-R1 ones (`dsr1-fp*.yml`) with `timeout_iters: 60` (`batching_wait_iters: 0`), the
+# gpt-oss ones (`gptoss-fp4.yml`) with `enable_balance: true` alone, so TensorRT-LLM's default
+# `timeout_iters` of 50 (docs/engines.md section 3).
+INFERENCEMAX_ADP_TIMEOUT_ITERS = 60
+TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS = 50
 NO_SLA = SLA(name="none")
 
 
@@ -126,6 +132,7 @@ class EngineSetup:
     chunked_prefill: bool
     mix_prefill_decode: bool
     batch_wait: tuple[int, int] = (0, 0)  # TensorRT-LLM batch waiting: (steps, tokens)
+    adp_balance_wait_iters: int = 0  # TensorRT-LLM attention-DP balancing's timeout_iters
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
@@ -162,7 +169,12 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
     gpt_oss = row["model_path"] in MXFP4_CHECKPOINTS
     if row["backend"] == "trtllm":
         tokens = 20000 if gpt_oss else max(8192, -(-(users + isl + 64) // 64) * 64)
-        return EngineSetup(tokens, max(MIN_MAX_NUM_SEQS, users), False, True)
+        _, dp, _ = parallel_layout(row)
+        timeout = TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS if gpt_oss else INFERENCEMAX_ADP_TIMEOUT_ITERS
+        balance = timeout if dp > 1 else 0
+        return EngineSetup(
+            tokens, max(MIN_MAX_NUM_SEQS, users), False, True, adp_balance_wait_iters=balance
+        )
     if row["backend"] == "sglang":
         chunk = 16384 if row["system"].startswith("b") else 32768
         return EngineSetup(chunk, max(MIN_MAX_NUM_SEQS, users), True, False)
@@ -353,6 +365,8 @@ def predict_silicon_row(
     # The engine's own behaviour, with the prefill/decode mixing this source recorded.
     engine = engine_model(config.engine, config.tensor_parallel_size, ctx.gpu.memory_gib)
     engine = dataclasses.replace(engine, mix_prefill_decode=setup.mix_prefill_decode)
+    if setup.adp_balance_wait_iters:
+        engine = dataclasses.replace(engine, adp_balance_wait_iters=setup.adp_balance_wait_iters)
     metrics = predict_metrics(config, ctx, eff, batch_wait=setup.batch_wait, engine=engine)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
