@@ -120,6 +120,9 @@ INFERENCEMAX_BATCH_WAIT_RATIO = 0.9
 # `timeout_iters` of 50 (docs/engines.md section 3).
 INFERENCEMAX_ADP_TIMEOUT_ITERS = 60
 TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS = 50
+# ... and their `cuda_graph_config`: `enable_padding: true` with `max_batch_size` 512 for
+# DeepSeek-R1 (`dsr1-fp4-tep.yml`) and the concurrency C for gpt-oss (`gptoss-fp4.yml`).
+INFERENCEMAX_TRTLLM_GRAPH_BATCH = 512
 NO_SLA = SLA(name="none")
 
 
@@ -133,6 +136,9 @@ class EngineSetup:
     mix_prefill_decode: bool
     batch_wait: tuple[int, int] = (0, 0)  # TensorRT-LLM batch waiting: (steps, tokens)
     adp_balance_wait_iters: int = 0  # TensorRT-LLM attention-DP balancing's timeout_iters
+    # TensorRT-LLM `cuda_graph_config`: the largest captured batch per rank, padded up to a
+    # captured size (`enable_padding: true`); None: the engine record's defaults.
+    padded_graphs_up_to: int | None = None
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
@@ -172,8 +178,14 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
         _, dp, _ = parallel_layout(row)
         timeout = TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS if gpt_oss else INFERENCEMAX_ADP_TIMEOUT_ITERS
         balance = timeout if dp > 1 else 0
+        graphs = users if gpt_oss else INFERENCEMAX_TRTLLM_GRAPH_BATCH
         return EngineSetup(
-            tokens, max(MIN_MAX_NUM_SEQS, users), False, True, adp_balance_wait_iters=balance
+            tokens,
+            max(MIN_MAX_NUM_SEQS, users),
+            False,
+            True,
+            adp_balance_wait_iters=balance,
+            padded_graphs_up_to=graphs,
         )
     if row["backend"] == "sglang":
         chunk = 16384 if row["system"].startswith("b") else 32768
@@ -367,6 +379,10 @@ def predict_silicon_row(
     engine = dataclasses.replace(engine, mix_prefill_decode=setup.mix_prefill_decode)
     if setup.adp_balance_wait_iters:
         engine = dataclasses.replace(engine, adp_balance_wait_iters=setup.adp_balance_wait_iters)
+    if setup.padded_graphs_up_to is not None:
+        engine = dataclasses.replace(
+            engine, graph_max_tokens=setup.padded_graphs_up_to, graph_exact_sizes=False
+        )
     metrics = predict_metrics(config, ctx, eff, batch_wait=setup.batch_wait, engine=engine)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"

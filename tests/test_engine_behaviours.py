@@ -128,3 +128,15 @@ def test_a_decode_batch_above_the_captured_sizes_runs_eager() -> None:
     assert not SGLANG.graph_step(64, 8)  # any prefill: eager
     assert VLLM.graph_step(512, 400) and not VLLM.graph_step(513, 0)
     assert TRTLLM.graph_step(100, 0) and not TRTLLM.graph_step(100, 1)
+
+
+def test_each_attention_dp_rank_replays_graphs_sized_for_its_own_share_of_the_batch() -> None:
+    # 200 decodes over 4 ranks: 50 a rank, inside TensorRT-LLM's 64 captured; on one rank,
+    # 200 is above its largest captured batch (128) and every decode step runs eager.
+    reqs = _requests([64] * 200, [20] * 200, [0.0] * 200)
+    four = simulate(reqs, _limits(TRTLLM, dp_ranks=4), COST)
+    one = simulate(reqs, _limits(TRTLLM, dp_ranks=1), COST)
+    decode_four = float(np.median(four.finish_s - four.first_token_s))
+    decode_one = float(np.median(one.finish_s - one.first_token_s))
+    # 19 decode steps each way; only the one-rank replica pays the launches in each of them
+    assert decode_one - decode_four > 15 * COST.eager_s

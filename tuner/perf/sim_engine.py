@@ -290,7 +290,8 @@ class EngineSim:
         key = (num_decode, prefill_tokens, logits)
         if key not in self._coeffs:
             const, per_ctx = step_coeffs(self.target, self.spec, *key)
-            tokens = num_decode * self.queries + prefill_tokens
+            # Each attention-DP rank replays its own graphs, sized for its share of the batch.
+            tokens = -(-(num_decode * self.queries + prefill_tokens) // self.dp_ranks)
             if self.engine is not None and not self.engine.graph_step(tokens, prefill_tokens):
                 launch = self.target.eager_s
                 if self.engine.eager_overlaps_gpu:  # only what the GPU's work does not hide
