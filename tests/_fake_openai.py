@@ -38,6 +38,9 @@ class FakeServerConfig:
     cut_after: int | None = None  # end the stream after this many tokens, without [DONE]
     tokenize_tokens: list[Any] | None = None  # /tokenize answers these instead
     usage_override: Any = None  # sent as the `usage` value when not None
+    # After this many tokens send `data: {"error": ...}` (vLLM's aborted generation), then [DONE].
+    error_after: int | None = None
+    long_line_bytes: int = 0  # > 0: the first chunk is one SSE line of this many bytes
 
 
 @dataclass
@@ -198,7 +201,13 @@ class _Handler:
                 writer.write(_chunk(data))
             writer.write(_chunk("[DONE]") + b"0\r\n\r\n")
             return
+        if cfg.long_line_bytes:
+            writer.write(_chunk('{"pad": "' + "x" * cfg.long_line_bytes + '"}'))
         while sent < n:
+            if cfg.error_after is not None and sent >= cfg.error_after:
+                error = {"error": {"message": "generation aborted", "code": 500}}
+                writer.write(_chunk(json.dumps(error)) + _chunk("[DONE]") + b"0\r\n\r\n")
+                return
             if cfg.cut_after is not None and sent >= cfg.cut_after:
                 writer.write(b"0\r\n\r\n")  # the stream just ends: no usage, no [DONE]
                 return

@@ -180,8 +180,6 @@ def test_two_workers_share_one_study_without_lost_or_duplicated_trials(tmp_path:
                 url,
                 "--study",
                 "shared",
-                "--seed",
-                str(i),
                 "--run-dir",
                 str(tmp_path / f"w{i}"),
             ),

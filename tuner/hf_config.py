@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from tuner.errors import InputError, echo
 from tuner.hf_families import READERS, SUPPORTED_MOE, Config, read_dense
-from tuner.model_spec import ModelSpec
+from tuner.model_spec import ModelSpec, check_model_id
 from tuner.yaml_read import (
     MAX_NESTING,
     format_validation_error,
@@ -114,9 +114,12 @@ def spec_fields(cfg: Config, where: str, name: str) -> Config:
     _refuse_unread(text, model_type, consumed, where)
     heads = text.get("num_attention_heads")
     bias = bool(text.get("attention_bias", model_type == "qwen2"))
+    hf_id = cfg.get("_name_or_path") or None
+    if isinstance(hf_id, str):  # the exports' model id: a stranger's file must not inject lines
+        check_model_id(hf_id, f"{where}: field '_name_or_path'")
     return {
         "name": name,
-        "hf_id": cfg.get("_name_or_path") or None,
+        "hf_id": hf_id,
         "family": cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else model_type,
         "hidden_size": text.get("hidden_size"),
         "num_layers": text.get("num_hidden_layers"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from tuner.knobs.models import Strict as _Strict
 
@@ -16,6 +16,9 @@ PERCENTILES = (50, 90, 95, 99)
 
 class Percentiles(_Strict):
     """Summary of one latency metric in milliseconds."""
+
+    # A measurement, not an input: a backend may report an unbounded latency.
+    model_config = ConfigDict(**{**_Strict.model_config, "allow_inf_nan": True})
 
     mean: float = 0.0
     p50: float = 0.0
@@ -40,6 +43,8 @@ def percentiles_ms(values_s: ArrayLike) -> Percentiles:
 
 class Metrics(_Strict):
     """What a backend reports for one variant under one workload (vLLM bench serve terms)."""
+
+    model_config = ConfigDict(**{**_Strict.model_config, "allow_inf_nan": True})  # as Percentiles
 
     feasible: bool = True
     reason: str | None = None

@@ -8,19 +8,55 @@ sliding-window layers, biased experts).
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from collections.abc import Callable
+from typing import Annotated
 
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from tuner.errors import InputError, control_reason, echo
 from tuner.knobs.models import Strict
 
-__all__ = ["ModelSpec"]
+__all__ = ["ModelId", "ModelSpec", "Name", "check_model_id", "model_id_reason"]
+
+
+def model_id_reason(text: str) -> str | None:
+    """Why `text` cannot be a model id or path on a launcher's command line, or None."""
+    if text.startswith("-"):
+        # `vllm serve -x` or `--model-path --trust-remote-code` would read the id as an option.
+        return "starts with '-', which a launcher reads as an option (write a path as ./-name)"
+    return control_reason(text)
+
+
+def check_model_id(text: str, what: str) -> str:
+    """`text` when it can be a model id; else an InputError naming `what` and the problem."""
+    if reason := model_id_reason(text):
+        raise InputError(f"{what} {echo(text)} {reason}")
+    return text
+
+
+def _checked(reason: Callable[[str], str | None]) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if problem := reason(value):
+            raise PydanticCustomError("bad_name", problem)
+        return value
+
+    return check
+
+
+# A name that reaches launch files, result files and the terminal (GPU and SLA names): checked
+# where it enters, since a newline in it would start a line of its own in a YAML comment or a
+# shell script (tuner.errors.control_reason); a model id besides never reads as an option.
+Name = Annotated[str, AfterValidator(_checked(control_reason))]
+ModelId = Annotated[str, AfterValidator(_checked(model_id_reason))]
 
 
 class ModelSpec(Strict):
     """Architecture numbers of a decoder-only transformer, as in its HF config.json."""
 
-    name: str
-    hf_id: str | None = Field(default=None, description="Hugging Face repository id")
-    family: str = Field(default="llama", description="model_type of the HF config")
+    name: ModelId
+    hf_id: ModelId | None = Field(default=None, description="Hugging Face repository id")
+    family: Name = Field(default="llama", description="model_type of the HF config")
     hidden_size: int = Field(gt=0)
     num_layers: int = Field(gt=0)
     num_attention_heads: int = Field(gt=0)

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tuner import catalog
 from tuner.errors import InputError
+from tuner.knobs.models import Strict
 from tuner.yaml_read import load_yaml_model
 
 __all__ = ["DEFAULT_PRICES", "GPUPrice", "PriceTable", "load_prices"]
@@ -19,10 +20,8 @@ __all__ = ["DEFAULT_PRICES", "GPUPrice", "PriceTable", "load_prices"]
 DEFAULT_PRICES = "on-demand"
 
 
-class GPUPrice(BaseModel):
+class GPUPrice(Strict):
     """One GPU's on-demand price and where it was read."""
-
-    model_config = ConfigDict(extra="forbid")
 
     usd_per_gpu_hour: float = Field(gt=0, description="On-demand price of one GPU for one hour")
     provider: str = Field(min_length=1)
@@ -32,10 +31,8 @@ class GPUPrice(BaseModel):
     note: str = ""
 
 
-class PriceTable(BaseModel):
+class PriceTable(Strict):
     """Prices keyed by GPU profile name; profiles left out have no price (never invented)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = "custom"
     description: str = ""

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from tuner import catalog, knobs
 from tuner.bench.lengths import workload_length_pairs
+from tuner.bench.trace_plan import at_recorded_speed
 from tuner.errors import InputError
 from tuner.perf.memory import replica_gpus
 from tuner.specs import (
@@ -77,6 +78,8 @@ WORKLOAD_FLAGS = {
     "num_requests": "--num-requests",
     "warmup_requests": "--warmup",
     "lengths_file": "--lengths",
+    "trace_file": "--trace",
+    "sessions": "--sessions",
     "prefix_cache_hit": "--prefix-cache-hit",
     "acceptance_rate": "--acceptance",
     "kind": "--workload-kind",
@@ -101,6 +104,8 @@ def build_request(
     lengths: str | None = None,
     kind: str | None = None,
     protocol: str | None = None,
+    trace: str | None = None,
+    sessions: str | None = None,
 ) -> tuple[EngineConfig, Context]:
     """Validate predict's flags into (EngineConfig, Context); one-line InputError otherwise,
     including every rule of tuner.validity (the same rules `tune` samples within)."""
@@ -122,6 +127,8 @@ def build_request(
         "num_requests": num_requests,
         "warmup_requests": warmup,
         "lengths_file": lengths,
+        "trace_file": trace,
+        "sessions": sessions,
         "prefix_cache_hit": prefix_cache_hit,
         "kind": kind,
     }
@@ -136,6 +143,7 @@ def build_request(
     except ValidationError as exc:
         raise flag_error(exc, WORKLOAD_FLAGS) from exc
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
+    workload = at_recorded_speed(workload)  # a bad --trace or --sessions: one InputError line
     draft_name = draft_to_load(config)
     draft = catalog.load_model(draft_name) if draft_name else None
     ctx = Context(

@@ -14,13 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tuner import __version__, catalog
 from tuner.bench.lengths import workload_length_pairs
+from tuner.bench.trace_plan import with_trace_means
 from tuner.detect import MEASURING_BACKENDS
 from tuner.errors import InputError
 from tuner.knobs import get as get_knob
+from tuner.model_spec import ModelId, Name
 from tuner.perf.load import LoadMode, ProbeBudget
 from tuner.request import WORKLOAD_FLAGS, flag_error
 from tuner.specs import (
     DEFAULT_SAMPLER,
+    MAX_SEED,
     SAMPLERS,
     SLA,
     Context,
@@ -54,13 +57,19 @@ MEASURED_ENGINES = (Engine.vllm,)
 MAX_TRIALS = 100_000
 DEFAULT_NUM_GPUS = 8
 RUN_FILE = "run.yaml"
-# What a run is about: two specs that differ here are different runs and never share a folder.
-RUN_IDENTITY = (
+# Fields that say how long to search or which tuner wrote run.yaml: two specs differing only
+# here are one run (a resume may raise the budget). Every other field, a new one included, is
+# the run's identity (RUN_IDENTITY, derived below), so no field can be forgotten by the check.
+NOT_IDENTITY = frozenset({"trials", "timeout_s", "tuner_version"})
+# Backend options naming paths on one host (weights folder, server logs), not what is measured.
+HOST_OPTIONS = frozenset({"model_path", "run_dir"})
+# What a variant's measured metrics depend on besides its engine knobs (stored with each trial:
+# changing this tuple changes every stored key, so it stays as written).
+METRICS_INPUTS = (
     "model",
     "gpu",
     "sla",
     "workload",
-    "space",
     "num_gpus",
     "drafts",
     "backend",
@@ -69,14 +78,12 @@ RUN_IDENTITY = (
     "capacity_load",
     "probe_budget",
 )
-# What a variant's measured metrics depend on besides its engine knobs (the space does not).
-METRICS_INPUTS = tuple(f for f in RUN_IDENTITY if f != "space")
 
 
 class RunSpec(BaseModel):
     """The inputs of one `tuner tune` run, with catalog entries resolved to their numbers."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # as the nouns: finite
 
     model: ModelSpec
     gpu: GPUProfile
@@ -89,7 +96,7 @@ class RunSpec(BaseModel):
     drafts: dict[str, ModelSpec] = Field(
         default_factory=dict, description="Draft models of the space, resolved"
     )
-    model_source: str = Field(description="Model id the exports serve (HF id or path)")
+    model_source: ModelId = Field(description="Model id the exports serve (HF id or path)")
     # `tuner tune` sets the mode (capacity unless a rate or concurrency is given); the default
     # reads a run.yaml written before capacity mode existed as the fixed-load run it was.
     mode: Literal["capacity", "fixed"] = Field(
@@ -105,9 +112,9 @@ class RunSpec(BaseModel):
     sampler: str = DEFAULT_SAMPLER
     trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=MAX_TRIALS)
     timeout_s: float | None = Field(default=None, gt=0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     storage: str | None = Field(default=None, description="Optuna URL; None = study.journal here")
-    study_name: str = "tuner"
+    study_name: Name = "tuner"
     tuner_version: str = __version__
 
     def context(self) -> Context:
@@ -136,12 +143,10 @@ class RunSpec(BaseModel):
 
     def identity(self) -> dict[str, Any]:
         """The fields that make two runs the same run (JSON-ready)."""
-        return self.model_dump(mode="json", include=set(RUN_IDENTITY))
-
-    def differs_from(self, other: RunSpec) -> list[str]:
-        """Names of the identity fields in which `other` is a different run."""
-        mine, theirs = self.identity(), other.identity()
-        return [f for f in RUN_IDENTITY if mine.get(f) != theirs.get(f)]
+        data = self.model_dump(mode="json", include=set(RUN_IDENTITY))
+        options = data.get("backend_options") or {}
+        data["backend_options"] = {k: v for k, v in options.items() if k not in HOST_OPTIONS}
+        return data
 
     def metrics_key(self) -> str:
         """Digest of every input besides the engine knobs that changes a variant's metrics."""
@@ -152,6 +157,10 @@ class RunSpec(BaseModel):
         """run.yaml text."""
         header = "# tuner run: repeat it with `tuner tune --config run.yaml`\n"
         return header + yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+# Every field but the budgets and the version: the fields that make two runs one run.
+RUN_IDENTITY = tuple(f for f in RunSpec.model_fields if f not in NOT_IDENTITY)
 
 
 def resolve_drafts(space: SearchSpace) -> dict[str, ModelSpec]:
@@ -307,6 +316,7 @@ def build_run_spec(
         options["compile"] = True
     workload = _workload(workload_file, workload_fields or {})
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
+    workload = with_trace_means(workload)  # a bad --trace or --sessions: one InputError line
     data = {
         "model": model_spec,
         "gpu": catalog.load_gpu(gpu),

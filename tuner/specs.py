@@ -21,12 +21,19 @@ from tuner.knobs.models import (
     Strict as _Strict,
 )
 from tuner.metrics import Metrics, Percentiles
-from tuner.model_spec import ModelSpec
+from tuner.model_spec import ModelSpec, Name
 
 __all__ = [
     "DEFAULT_ACCEPTANCE",
     "DEFAULT_NGRAM_ACCEPTANCE",
     "DEFAULT_SAMPLER",
+    "MAX_LENGTH_SPREAD",
+    "MAX_RATE_RPS",
+    "MAX_REQUESTS",
+    "MAX_REQUEST_TOKENS",
+    "MAX_SECONDS",
+    "MAX_SEED",
+    "MAX_USERS",
     "SAMPLERS",
     "Architecture",
     "Context",
@@ -58,6 +65,18 @@ __all__ = [
 # samples rests on two samples beyond it; each closed-loop user cycles at least 4 measured
 # times; open loop warms up on a tenth of the measured count while the queue fills.
 MIN_MEASURED_REQUESTS = 200
+
+# Upper bounds of a workload, so no input drives the process out of memory or time (a plan with
+# 10^8 requests per probe grew to 24 GB before the kernel killed it). Each is far above a real
+# deployment's figure: the longest context served today (10M tokens, Llama 4 Scout), a
+# benchmark's largest request count, and a user count a single load generator can hold open.
+MAX_REQUEST_TOKENS = 10_000_000
+MAX_REQUESTS = 100_000
+MAX_USERS = 10_000
+MAX_RATE_RPS = 1_000_000.0
+MAX_SECONDS = 86_400.0  # a day: the longest ramp, think time or time budget taken
+MAX_LENGTH_SPREAD = 0.9  # +-90%: a length never drops to 0
+MAX_SEED = 2**32 - 1  # numpy's and Optuna's seeded generators take 32-bit seeds
 MEASURED_ROUNDS_PER_USER = 4
 OPEN_LOOP_WARMUP_FRACTION = 0.1
 
@@ -103,9 +122,9 @@ def bytes_per_weight(quant: Quantization) -> float:
 class GPUProfile(_Strict):
     """One GPU model's datasheet numbers (dense tensor-core peaks, not sparse)."""
 
-    name: str = Field(description="Catalog name, e.g. h200-sxm")
-    display_name: str = Field(description="Vendor's product name")
-    aliases: list[str] = Field(default_factory=list, description="Names NVML reports")
+    name: Name = Field(description="Catalog name, e.g. h200-sxm")
+    display_name: Name = Field(description="Vendor's product name")
+    aliases: list[Name] = Field(default_factory=list, description="Names NVML reports")
     architecture: Architecture
     sm_count: int = Field(gt=0)
     memory_gib: float = Field(gt=0, description="Device memory as marketed (GB ~ GiB for HBM)")
@@ -172,7 +191,7 @@ WORKLOAD_KINDS: tuple[str, ...] = ("chat", "code", "other")
 class SLA(_Strict):
     """Latency bounds at a percentile; no bounds means maximise throughput."""
 
-    name: str = "custom"
+    name: Name = "custom"
     description: str = ""
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
@@ -237,34 +256,49 @@ def arrival_conflict(
 class Workload(_Strict):
     """Requests to replay: lengths, arrivals, prefix sharing, speculative acceptance."""
 
-    input_tokens: int = Field(default=1024, ge=1, description="Mean prompt length")
-    output_tokens: int = Field(default=256, ge=1, description="Mean generated length")
+    input_tokens: int = Field(
+        default=1024, ge=1, le=MAX_REQUEST_TOKENS, description="Mean prompt length"
+    )
+    output_tokens: int = Field(
+        default=256, ge=1, le=MAX_REQUEST_TOKENS, description="Mean generated length"
+    )
     length_spread: float = Field(
-        default=0.0, ge=0, le=0.9, description="Uniform +- fraction around the mean lengths"
+        default=0.0,
+        ge=0,
+        le=MAX_LENGTH_SPREAD,
+        description="Uniform +- fraction around the mean lengths",
     )
     rate_rps: float | None = Field(
-        default=None, gt=0, description="Poisson arrival rate; None = closed loop"
+        default=None, gt=0, le=MAX_RATE_RPS, description="Poisson arrival rate; None = closed loop"
     )
-    concurrency: int | None = Field(default=None, ge=1, description="Closed-loop users")
+    concurrency: int | None = Field(
+        default=None, ge=1, le=MAX_USERS, description="Closed-loop users"
+    )
     num_requests: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_REQUESTS,
         description="Measured requests (warm-up excluded); None = sized from the load",
     )
     warmup_requests: int | None = Field(
         default=None,
         ge=0,
+        le=MAX_REQUESTS,
         description="Requests run before measuring; None = one per user (closed), 10% (open)",
     )
     ramp_s: float | None = Field(
         default=None,
         ge=0,
+        le=MAX_SECONDS,
         description="Closed-loop users start spread over this many seconds; None = one cycle",
     )
     lengths_file: str | None = Field(
         default=None,
         description="CSV/JSONL of empirical (input, output) token lengths sampled with the seed",
     )
+    # Requests replayed at recorded times scaled to the rate (tuner/bench/trace_file.py, sessions).
+    trace_file: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    sessions: str | None = Field(default=None, exclude_if=lambda v: v is None)
     prefix_cache_hit: float = Field(
         default=0.0, ge=0, le=1, description="Fraction of each prompt shared with earlier ones"
     )
@@ -289,7 +323,7 @@ class Workload(_Strict):
         "every user starts at once and every request counts, as those clients do",
         exclude_if=lambda v: v == "steady",  # files written before the field read back equal
     )
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
     @model_validator(mode="after")
     def _one_arrival_process(self) -> Workload:

@@ -80,10 +80,21 @@ def nesting_depth(data: Any) -> int:
     return deepest
 
 
+# Far above any catalog entry, config.json or run.yaml (a few KiB): a bigger file is not one.
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+
+
 def read_text(path: Path, what: str = "file") -> str:
-    """A UTF-8 text file's contents, or one InputError line naming why it cannot be read."""
+    """A UTF-8 text file's contents (at most MAX_TEXT_BYTES), or one InputError line naming why
+    it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_TEXT_BYTES + 1)
+        if len(data) > MAX_TEXT_BYTES:
+            raise InputError(
+                f"{path}: larger than {MAX_TEXT_BYTES // 2**20} MiB; expected a {what}"
+            )
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); expected a {what}") from exc
     except IsADirectoryError as exc:

@@ -13,6 +13,7 @@ from tuner.explain.sla_cost import SLACostPoint, sla_cost_text
 from tuner.export.registry import engine_label
 from tuner.knobs.registry import short_config
 from tuner.perf.load import format_load, load_unit
+from tuner.perf.prefix_sim import prefix_cache_text
 from tuner.perf.speculative import acceptance_note
 from tuner.search.trials import TrialRecord
 
@@ -63,6 +64,8 @@ def answer_card(rec: TrialRecord, pct: int, explained: Explanations) -> AnswerCa
     if explained.sla_cost:
         lines.append("What the SLA costs: " + "; ".join(sla_cost_text(explained.sla_cost)))
     extra = rec.metrics.extra if rec.metrics else {}
+    if cache := prefix_cache_text(extra):  # a trace's reuse, emerged at the capacity load
+        lines.append(cache[0].upper() + cache[1:])
     binding = [str(extra[k]) for k in ("binding_bound_text", "binding_driver_text") if k in extra]
     return AnswerCard(
         headline=(

@@ -36,6 +36,10 @@ _GENERIC = re.compile(r"root cause above|initialization failed|^\S*(Error|Except
 _NOT_AN_ERROR = re.compile(r"\b(DEBUG|INFO|WARNING)\s+\d\d-\d\d \d\d:\d\d:\d\d\b")
 
 
+# A server that logs without end (a warning per request) is read from its end only.
+MAX_LOG_READ_BYTES = 4 * 1024 * 1024
+
+
 class ServerFailed(Exception):
     """The server died or never became ready; the message is the reason with its error line."""
 
@@ -87,6 +91,7 @@ class ServerProcess:
         self.env = dict(env)
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
+        self.ready = False  # it answered its health check once: later failures are the variant's
 
     @property
     def pid(self) -> int | None:
@@ -119,9 +124,11 @@ class ServerProcess:
         return f"exit code {code}"
 
     def log_text(self) -> str:
-        """Everything the server has logged so far."""
+        """What the server has logged so far (its last MAX_LOG_READ_BYTES: the error is late)."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - MAX_LOG_READ_BYTES))
+                return log.read(MAX_LOG_READ_BYTES).decode(errors="replace")
         except OSError:
             return ""
 
@@ -143,6 +150,7 @@ class ServerProcess:
                     raise self.failure(f"server exited during startup ({self.exit_text()})")
                 try:
                     if http.get(health_url).status_code == 200:
+                        self.ready = True
                         return time.monotonic() - start
                 except httpx.HTTPError:
                     pass

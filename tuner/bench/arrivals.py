@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 
 if TYPE_CHECKING:
+    from tuner.bench.trace import BlockHashes
     from tuner.specs import Workload
 
 __all__ = ["ArrivalPlan", "TraceOptions", "plan_arrivals", "plan_workload", "sample_lengths"]
@@ -45,6 +46,8 @@ class ArrivalPlan:
     arrival_s: np.ndarray | None  # open loop: send times, sorted, first = 0; None = closed loop
     user_phase: np.ndarray | None  # closed loop: start of user u as a fraction of the ramp
     warmup: int = 0  # requests [0, warmup) run but are excluded from statistics
+    # A trace's prompt contents as block hash ids (bench.trace); None: no reuse is modelled.
+    blocks: BlockHashes | None = None
 
     @property
     def count(self) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tuner.errors import InputError, echo
+from tuner.errors import InputError, echo, printable
 
 __all__ = [
     "body_message",
@@ -20,6 +20,7 @@ __all__ = [
     "token_counts",
 ]
 
+_MAX_PORT = 65535  # TCP ports are 16-bit
 _ERROR_BODY_CHARS = 200  # enough of an error body to name the problem on one line
 
 
@@ -31,7 +32,7 @@ def body_message(body: str) -> str:
         msg = err.get("message", body) if isinstance(err, dict) else str(err)
     except (json.JSONDecodeError, AttributeError):
         msg = body
-    return " ".join(str(msg).split())[:_ERROR_BODY_CHARS]
+    return printable(" ".join(str(msg).split()))[:_ERROR_BODY_CHARS]  # server text: escaped
 
 
 def is_text(value: object) -> bool:
@@ -86,4 +87,6 @@ def check_url(url: str) -> str:
         raise InputError(
             f"--url {echo(url)}: expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:8000"
         )
+    if parsed.port is not None and not 1 <= parsed.port <= _MAX_PORT:
+        raise InputError(f"--url {echo(url)}: port {parsed.port} is not in 1..{_MAX_PORT}")
     return url

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.bench.arrivals import ArrivalPlan
 from tuner.specs import Workload
 
-__all__ = ["PlannedRequest", "corpus_words", "plan_requests"]
+__all__ = ["PlannedRequest", "block_content", "corpus_words", "plan_requests"]
 
 # Common English words: the corpus prompts are cut from (tokenizes to ~1 token per word).
 _VOCABULARY = (
@@ -52,9 +53,12 @@ def plan_requests(
     """Prompts for the planned lengths; token-id prompts cut from `token_pool` if given.
 
     A shared prefix of `prefix_cache_hit` x input tokens (the pool's start) opens every prompt;
-    the rest is a window at a random offset, so prompts differ after the prefix.
+    the rest is a window at a random offset, so prompts differ after the prefix. A trace's
+    requests (`plan.blocks`) get content from their block ids instead (`block_content`).
     """
     rng = random.Random(workload.seed + seed_offset)
+    if plan.blocks is not None:
+        return _trace_requests(plan, token_pool, rng)
     planned = []
     for isl, osl in zip(plan.input_tokens.tolist(), plan.output_tokens.tolist(), strict=True):
         shared = min(isl, round(workload.prefix_cache_hit * isl))
@@ -67,4 +71,39 @@ def plan_requests(
                 rng.choice(_WORDS) for _ in range(isl - shared)
             ]
             planned.append(PlannedRequest(" ".join(words), isl, osl))
+    return planned
+
+
+def block_content(block_id: int, count: int, token_pool: list[int] | None) -> list[int] | list[str]:
+    """The first `count` tokens (or words) of block `block_id`: the same for the same id.
+
+    A trace's equal hash ids mean equal content (and, as each id stands for its whole prefix,
+    equal prompts up to that block), so a measured server's prefix cache sees exactly the reuse
+    the simulator replays. Token-id prompts match block by block; a word is about one token, so
+    text prompts share the same prefixes up to the tokenizer's boundaries.
+    """
+    rng = random.Random(block_id)
+    if token_pool:
+        start = rng.randrange(len(token_pool))
+        return [token_pool[(start + i) % len(token_pool)] for i in range(count)]
+    return [rng.choice(_WORDS) for _ in range(count)]
+
+
+def _trace_requests(
+    plan: ArrivalPlan, token_pool: list[int] | None, rng: random.Random
+) -> list[PlannedRequest]:
+    """Prompts of a trace's requests, block by block from their hash ids."""
+    assert plan.blocks is not None
+    size = plan.blocks.block_tokens
+    planned = []
+    for i, (isl, osl) in enumerate(
+        zip(plan.input_tokens.tolist(), plan.output_tokens.tolist(), strict=True)
+    ):
+        content: list[Any] = []
+        for j, block_id in enumerate(plan.blocks.of(i)):
+            content.extend(block_content(block_id, min(size, isl - j * size), token_pool))
+        # Tokens past the last id (a trace may name fewer blocks): this request's own.
+        content.extend(block_content(rng.getrandbits(62), isl - len(content), token_pool))
+        prompt = content if token_pool else " ".join(content)
+        planned.append(PlannedRequest(prompt, isl, osl))
     return planned

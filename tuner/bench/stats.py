@@ -19,17 +19,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Required, TypedDict, Unpack
 
+from tuner.errors import printable
 from tuner.metrics import percentiles_ms
 from tuner.sla import requests_meet_sla
 from tuner.specs import SLA, Metrics
 
 __all__ = [
+    "BUDGET_CUT",
     "RequestResult",
     "aggregate",
     "aggregate_steady",
     "peak_decoding",
     "summarize_failures",
 ]
+
+
+# Metrics.extra key of a load the time budget stopped early (`LoadOptions.deadline`): its numbers
+# cover only what finished in time, so a capacity search takes no point from it.
+BUDGET_CUT = "budget_cut"
 
 
 @dataclass
@@ -45,6 +52,7 @@ class RequestResult:
     e2e_s: float = 0.0
     error: str | None = None
     start_s: float = 0.0  # when it was sent, seconds since the load started
+    cut: bool = False  # the time budget ended it: left out of the statistics, not a failure
 
     @property
     def tpot_s(self) -> float | None:
@@ -56,7 +64,9 @@ class RequestResult:
 
 def summarize_failures(results: Sequence[RequestResult]) -> str:
     """Failure reasons with counts, most common first: 'timeout after 30 s x2; HTTP 500 x1'."""
-    reasons = Counter(r.error or "unknown error" for r in results if not r.success)
+    # An error may quote the server (an error body, a stream line): escaped where it becomes the
+    # reason the terminal, trials.csv and the report show.
+    reasons = Counter(printable(r.error or "unknown error") for r in results if not r.success)
     return "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common())
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -18,7 +18,16 @@ from tuner.perf.speculative import expected_tokens_from_curve
 from tuner.real_model import SMOLLM2_CATALOG_NAME
 from tuner.specs import NGRAM
 
+if TYPE_CHECKING:
+    from tuner.engine.acceptance import SlotCounts
+
 __all__ = ["acceptance"]
+
+# Bounds of the measurement's sizes: the speculative-tokens knob's largest value, SmolLM2's
+# context (models/smollm2-135m.yaml), and more threads than any host has cores.
+MAX_DRAFT_POSITIONS = 8
+MAX_NEW_TOKENS = 8192
+MAX_THREADS = 1024
 
 
 def _check_flags(
@@ -57,14 +66,28 @@ def acceptance(
     draft: Annotated[
         str, typer.Option(help="ngram (prompt lookup) | model (quantized copy)")
     ] = NGRAM,
-    k: Annotated[int, typer.Option(help="Draft positions measured per verify step")] = 4,
+    k: Annotated[
+        int,
+        typer.Option(
+            max=MAX_DRAFT_POSITIONS,
+            help=f"Draft positions measured per verify step, at most {MAX_DRAFT_POSITIONS}",
+        ),
+    ] = 4,
     kind: Annotated[str, typer.Option(help="Prompts measured: all | chat | code")] = "all",
-    max_new_tokens: Annotated[int, typer.Option(help="Output cap per prompt")] = 48,
+    max_new_tokens: Annotated[
+        int,
+        typer.Option(max=MAX_NEW_TOKENS, help=f"Output cap per prompt, at most {MAX_NEW_TOKENS}"),
+    ] = 48,
     draft_quant: Annotated[str, typer.Option(help="Draft model's weights: int4-awq | int8-wo")] = (
         "int4-awq"
     ),
     limit: Annotated[int | None, typer.Option(help="Measure only the first N prompts")] = None,
-    threads: Annotated[int, typer.Option(help="Torch CPU threads (0: torch's default)")] = 0,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0, max=MAX_THREADS, help=f"Torch CPU threads, 0..{MAX_THREADS} (0: torch's default)"
+        ),
+    ] = 0,
     into: Annotated[
         Path | None, typer.Option(help="Calibrated profile YAML to store the curve in")
     ] = None,
@@ -101,9 +124,16 @@ def acceptance(
         draft_quantization=draft_quant,
         limit=limit,
     )
-    expected = expected_tokens_from_curve(curve.per_position, k)
     if into is not None:
         store_acceptance(into, curve)
+    _print_curve(curve, counts, k, into, as_json)
+
+
+def _print_curve(
+    curve: AcceptanceCurve, counts: SlotCounts, k: int, into: Path | None, as_json: bool
+) -> None:
+    """The measured curve as JSON or as a table with its expected tokens per verify step."""
+    expected = expected_tokens_from_curve(curve.per_position, k)
     if as_json:
         doc = {
             **curve.model_dump(mode="json"),

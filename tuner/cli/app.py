@@ -15,10 +15,19 @@ from typer._click import exceptions as click_errors
 from typer.core import TyperGroup
 
 from tuner.cli.output import console, err_console, print_error
-from tuner.errors import BackendError, TunerError
+from tuner.cli.signals import interrupt_on_stop_signals
+from tuner.errors import BackendError, TunerError, environment_error
 from tuner.extras import missing_extra
 
-__all__ = ["INTERNAL_ERROR_EXIT", "app", "console", "err_console", "finite_positive", "guarded"]
+__all__ = [
+    "EXIT_CODES_HELP",
+    "INTERNAL_ERROR_EXIT",
+    "app",
+    "console",
+    "err_console",
+    "finite_positive",
+    "guarded",
+]
 
 # Exit code of an unexpected exception (a bug): distinct from the documented 2/3/4/130.
 INTERNAL_ERROR_EXIT = 1
@@ -37,7 +46,8 @@ class OneLineGroup(TyperGroup):
     ) -> Any:
         """Run the CLI; every failure ends as one stderr line and an exit code."""
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with interrupt_on_stop_signals():  # SIGTERM/SIGHUP take Ctrl-C's path
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
         except click_errors.NoArgsIsHelpError as exc:
             typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
@@ -64,6 +74,16 @@ def _unexpected(exc: Exception) -> int:
     if missing:
         print_error(missing)
         return BackendError.exit_code
+    if isinstance(exc, ModuleNotFoundError) and not (exc.name or "").startswith("tuner"):
+        # A module tuner does not ship (a database driver a --storage URL needs, say): the
+        # environment's to fix, not a bug.
+        print_error(f"the Python module {exc.name!r} is not installed: pip install it")
+        return BackendError.exit_code
+    found = environment_error(exc)
+    if found is not None:  # a full disk, a read-only folder, a file where a folder belongs
+        line, code = found
+        print_error(line)
+        return code
     print_error(
         f"internal error ({type(exc).__name__}: {exc}); please report it "
         "(TUNER_DEBUG=1 shows the traceback)"
@@ -71,10 +91,18 @@ def _unexpected(exc: Exception) -> int:
     return INTERNAL_ERROR_EXIT
 
 
+# The exit codes as `tuner --help` states them (docs/README.md has the long form).
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 2 bad input (a name, file, path or value, bounds included); "
+    "3 nothing meets the SLA; 4 a backend or the storage could not run (server, disk, "
+    "database); 130 interrupted; 1 only for a bug."
+)
+
 app = typer.Typer(
     name="tuner",
     cls=OneLineGroup,
     help="Find the LLM serving configuration that meets your latency SLA at the lowest cost.",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

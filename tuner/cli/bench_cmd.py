@@ -7,20 +7,29 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tuner import catalog
 from tuner.bench.lengths import workload_length_pairs
-from tuner.bench.protocols import protocol_line
+from tuner.bench.trace_plan import at_recorded_speed
 from tuner.cli.app import app, err_console, finite_positive, guarded
-from tuner.cli.options import ClientProtocolName
-from tuner.cli.output import print_table, say
+from tuner.cli.options import ClientProtocolName, InputTokens, OutputTokens, Rate, Seed
+from tuner.cli.output import cell, print_table, say
+from tuner.cli.trace_lines import load_lines
+from tuner.cli.trace_options import TraceFile
 from tuner.errors import BackendError, InputError
 from tuner.request import WORKLOAD_FLAGS, flag_error
 from tuner.sla import sla_violations
-from tuner.specs import SLA, Metrics, Workload
+from tuner.specs import (
+    MAX_LENGTH_SPREAD,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_USERS,
+    SLA,
+    Metrics,
+    Workload,
+)
 
 # Environment variables holding the API key, first set wins; the key is never written anywhere.
 API_KEY_ENV_VARS = ("TUNER_API_KEY", "OPENAI_API_KEY")
@@ -50,28 +59,32 @@ def _workload(
     warmup: int | None = None,
     lengths: str | None = None,
     protocol: str | None = None,
+    trace: str | None = None,
 ) -> Workload:
     if rate is not None and concurrency is not None:
         raise InputError("--rate and --concurrency are exclusive: choose open or closed loop")
     try:
-        return Workload(
-            input_tokens=isl,
-            output_tokens=osl,
-            rate_rps=rate,
-            concurrency=concurrency or (None if rate is not None else 1),
-            num_requests=n,
-            length_spread=spread,
-            seed=seed,
-            warmup_requests=warmup,
-            lengths_file=lengths,
-            **({"protocol": protocol} if protocol is not None else {}),
+        return at_recorded_speed(  # a trace without --rate replays at its recorded times
+            Workload(
+                input_tokens=isl,
+                output_tokens=osl,
+                rate_rps=rate,
+                concurrency=concurrency or (None if rate is not None or trace else 1),
+                trace_file=trace,
+                num_requests=n,
+                length_spread=spread,
+                seed=seed,
+                warmup_requests=warmup,
+                lengths_file=lengths,
+                **({"protocol": protocol} if protocol is not None else {}),
+            )
         )
     except ValidationError as exc:
         raise flag_error(exc, {**WORKLOAD_FLAGS, "length_spread": "--spread"}) from exc
 
 
 def _table(m: Metrics) -> Table:
-    t = Table(title=escape(f"{m.extra.get('model', '')}: latency (ms)"))
+    t = Table(title=cell(f"{m.extra.get('model', '')}: latency (ms)"))  # the server's id
     t.add_column("metric")
     for col in ("mean", "P50", "P90", "P95", "P99"):
         t.add_column(col, justify="right")
@@ -140,23 +153,32 @@ def bench(
     model: Annotated[
         str | None, typer.Option(help="Served model name (default: first listed)")
     ] = None,
-    isl: Annotated[int, typer.Option(min=1, help="Input tokens per request")] = 128,
-    osl: Annotated[int, typer.Option(min=1, help="Output tokens per request")] = 64,
-    rate: Annotated[
-        float | None,
-        typer.Option(callback=finite_positive, help="Poisson arrival rate, requests/s"),
-    ] = None,
+    isl: InputTokens = 128,
+    osl: OutputTokens = 64,
+    rate: Rate = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Closed-loop users (default 1)")
+        int | None,
+        typer.Option(min=1, max=MAX_USERS, help=f"Closed-loop users, 1..{MAX_USERS} (default 1)"),
     ] = None,
     num_requests: Annotated[
         int | None,
-        typer.Option(min=1, help="Measured requests, warm-up excluded (default: from load)"),
+        typer.Option(
+            min=1,
+            max=MAX_REQUESTS,
+            help=f"Measured requests, 1..{MAX_REQUESTS}, warm-up excluded (default: from load)",
+        ),
     ] = None,
     lengths: Annotated[
         str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
     ] = None,
-    spread: Annotated[float, typer.Option(help="Uniform +- fraction around isl/osl")] = 0.0,
+    spread: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=MAX_LENGTH_SPREAD,
+            help=f"Uniform +- fraction around isl/osl, 0..{MAX_LENGTH_SPREAD:g}",
+        ),
+    ] = 0.0,
     sla: Annotated[
         str | None, typer.Option(help="SLA preset for goodput (see `tuner slas`)")
     ] = None,
@@ -170,13 +192,25 @@ def bench(
     ] = None,
     api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
     timeout: Annotated[
-        float, typer.Option(callback=finite_positive, help="Per-request timeout, seconds")
+        float,
+        typer.Option(
+            callback=finite_positive,
+            max=MAX_SECONDS,
+            help="Per-request timeout, seconds (the pre-flight checks' too), at most "
+            f"{MAX_SECONDS:g}",
+        ),
     ] = 300.0,
     warmup: Annotated[
-        int | None, typer.Option(min=0, help="Warm-up requests run in the load, not measured")
+        int | None,
+        typer.Option(
+            min=0,
+            max=MAX_REQUESTS,
+            help=f"Warm-up requests run in the load, not measured, 0..{MAX_REQUESTS}",
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of prompts and arrivals")] = 0,
+    seed: Seed = 0,
     protocol: ClientProtocolName = None,
+    trace: TraceFile = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
 ) -> None:
     """Benchmark a running OpenAI-compatible server; API key from TUNER_API_KEY/OPENAI_API_KEY."""
@@ -191,20 +225,22 @@ def bench(
     if api not in ("completions", "chat"):
         raise InputError(f"--api {api!r}: allowed values are completions, chat")
     workload = _workload(
-        isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths, protocol
+        isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths, protocol, trace
     )
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     target_sla = _sla(sla, ttft_ms, tpot_ms)
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
     options = LoadOptions(timeout_s=timeout)
-    check_endpoint(endpoint)  # an unreachable URL fails here, before any progress bar is drawn
+    check_endpoint(
+        endpoint, timeout
+    )  # an unreachable URL fails here, before any progress bar is drawn
     metrics = _run_with_progress(endpoint, workload, options, target_sla)
     metrics.extra["protocol"] = workload.protocol
     if json_out:
         typer.echo(metrics.model_dump_json(indent=2))
     else:
         print_table(_table(metrics))
-        for line in [*_summary(metrics, target_sla), protocol_line(workload)]:
+        for line in [*_summary(metrics, target_sla), *load_lines(metrics.extra, workload, 1)]:
             say(line)
     if not metrics.feasible:
         raise BackendError(metrics.reason or "the benchmark failed")

@@ -13,6 +13,14 @@ import typer
 
 from tuner.cli.app import finite_positive
 from tuner.run_spec import MAX_TRIALS
+from tuner.specs import (
+    MAX_RATE_RPS,
+    MAX_REQUEST_TOKENS,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_USERS,
+)
 
 __all__ = [
     "AcceptanceRate",
@@ -26,6 +34,8 @@ __all__ = [
     "FixedLoadUsers",
     "GPUName",
     "InputTokens",
+    "Jobs",
+    "MAX_JOBS",
     "JsonObject",
     "LengthsFile",
     "MaybeInputTokens",
@@ -42,6 +52,7 @@ __all__ = [
     "Rate",
     "RunDir",
     "SLAName",
+    "Seed",
     "SpaceName",
     "StudyName",
     "TPOTBound",
@@ -52,8 +63,19 @@ __all__ = [
 ]
 
 _MODEL = typer.Option("--model", help="Model name, YAML card or HF config.json")
-_ISL = typer.Option("--isl", help="Input tokens per request")
-_OSL = typer.Option("--osl", help="Output tokens per request")
+# Every size an option takes is bounded (tuner.specs' MAX_* constants), and the help says so.
+_ISL = typer.Option(
+    "--isl",
+    min=1,
+    max=MAX_REQUEST_TOKENS,
+    help=f"Input tokens per request, 1..{MAX_REQUEST_TOKENS}",
+)
+_OSL = typer.Option(
+    "--osl",
+    min=1,
+    max=MAX_REQUEST_TOKENS,
+    help=f"Output tokens per request, 1..{MAX_REQUEST_TOKENS}",
+)
 _PREFIX = typer.Option("--prefix-cache-hit", help="Cached fraction of each prompt")
 
 ModelName = Annotated[str, _MODEL]
@@ -70,10 +92,24 @@ InputTokens = Annotated[int, _ISL]
 MaybeInputTokens = Annotated[int | None, _ISL]
 OutputTokens = Annotated[int, _OSL]
 MaybeOutputTokens = Annotated[int | None, _OSL]
-Concurrency = Annotated[int | None, typer.Option(help="Closed-loop users")]
-Rate = Annotated[float | None, typer.Option(help="Poisson arrival rate, req/s")]
+Concurrency = Annotated[
+    int | None, typer.Option(min=1, max=MAX_USERS, help=f"Closed-loop users, 1..{MAX_USERS}")
+]
+Rate = Annotated[
+    float | None,
+    typer.Option(
+        callback=finite_positive,
+        max=MAX_RATE_RPS,
+        help=f"Poisson arrival rate, req/s, at most {MAX_RATE_RPS:.0f}",
+    ),
+]
 NumRequests = Annotated[
-    int | None, typer.Option(help="Measured requests (default: sized from the load)")
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_REQUESTS,
+        help=f"Measured requests, 1..{MAX_REQUESTS} (default: sized from the load)",
+    ),
 ]
 LengthsFile = Annotated[
     str | None, typer.Option("--lengths", help="CSV/JSONL of (input, output) token lengths")
@@ -94,8 +130,18 @@ RunDir = Annotated[Path | None, typer.Option(help="Exact run folder to write")]
 StudyName = Annotated[str, typer.Option(help="Study name in the Optuna storage")]
 
 # tune only: options that pick its mode or bound its budget.
-FixedLoadUsers = Annotated[int | None, typer.Option(help="Closed-loop users: fixed-load mode")]
-FixedLoadRate = Annotated[float | None, typer.Option(help="Poisson rate, req/s: fixed-load mode")]
+FixedLoadUsers = Annotated[
+    int | None,
+    typer.Option(min=1, max=MAX_USERS, help=f"Closed-loop users (1..{MAX_USERS}): fixed-load mode"),
+]
+FixedLoadRate = Annotated[
+    float | None,
+    typer.Option(
+        callback=finite_positive,
+        max=MAX_RATE_RPS,
+        help=f"Poisson rate, req/s (at most {MAX_RATE_RPS:.0f}): fixed-load mode",
+    ),
+]
 TensorParallelGPUs = Annotated[
     int | None,
     typer.Option(
@@ -104,7 +150,10 @@ TensorParallelGPUs = Annotated[
 ]
 CapacityProbes = Annotated[int | None, typer.Option(min=2, max=64, help="Capacity probes/variant")]
 CapacityProbeSeconds = Annotated[
-    float | None, typer.Option(min=1, help="Capacity search seconds per variant")
+    float | None,
+    typer.Option(
+        min=1, max=MAX_SECONDS, help=f"Capacity search seconds per variant, 1..{MAX_SECONDS:g}"
+    ),
 ]
 CapacityLoad = Annotated[
     str, typer.Option(help="Capacity mode searches: rate (open loop) | users (closed loop)")
@@ -133,5 +182,23 @@ TrialBudget = Annotated[
     int | None, typer.Option(min=1, max=MAX_TRIALS, help="Finished trials to reach")
 ]
 TimeBudget = Annotated[
-    float | None, typer.Option(callback=finite_positive, help="Stop after this many seconds")
+    float | None,
+    typer.Option(
+        callback=finite_positive,
+        max=MAX_SECONDS,
+        help=f"Stop after this many seconds, at most {MAX_SECONDS:g}",
+    ),
+]
+Seed = Annotated[
+    int,
+    typer.Option(
+        min=0, max=MAX_SEED, help=f"Seed of the sampler, prompts and arrivals, 0..{MAX_SEED}"
+    ),
+]
+# Local worker processes: each is a whole Python process with its own backend, so more than a
+# few dozen only thrash the machine (1000 forked 999 workers on 2 cores).
+MAX_JOBS = 64
+Jobs = Annotated[
+    int,
+    typer.Option(min=1, max=MAX_JOBS, help=f"Local worker processes on this study, 1..{MAX_JOBS}"),
 ]

@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tuner.errors import one_line
+from tuner.errors import one_line, printable
 
 __all__ = [
+    "cell",
     "console",
     "err_console",
     "print_error",
@@ -31,9 +32,15 @@ err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 _PIPE_WIDTH = 100_000
 
 
+# Line breaks and tabs of a multi-line block stay; any other control character in user or
+# server text (an ESC from a server's model id or error body) is shown escaped, never obeyed.
+_KEEP = "\n\t"
+
+
 def say(text: str, *, style: str | None = None) -> None:
-    """Print plain (user-derived) text on stdout; brackets stay literal, nothing is cut."""
-    console.print(escape(text), style=style, soft_wrap=not console.is_terminal)
+    """Print plain (user-derived) text on stdout; brackets stay literal, controls are escaped,
+    nothing is cut."""
+    console.print(escape(printable(text, _KEEP)), style=style, soft_wrap=not console.is_terminal)
 
 
 # A detail listing under an error line (the closest variants of a failed search) stays short.
@@ -67,12 +74,17 @@ def print_rows(
     title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], *, left: int = 1
 ) -> None:
     """A table of plain-text cells (escaped); the first `left` columns align left."""
-    t = Table(title=escape(title))
+    t = Table(title=cell(title))
     for i, col in enumerate(columns):
-        t.add_column(escape(col), justify="left" if i < left else "right", overflow="fold")
+        t.add_column(cell(col), justify="left" if i < left else "right", overflow="fold")
     for row in rows:
-        t.add_row(*(escape(str(c)) for c in row))
+        t.add_row(*(cell(str(c)) for c in row))
     print_table(t)
+
+
+def cell(text: str) -> str:
+    """Plain text as Rich markup for a table cell or title: brackets literal, controls escaped."""
+    return escape(printable(text))
 
 
 def print_json(data: Any) -> None:

@@ -14,14 +14,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner import catalog, knobs
-from tuner.cli.app import app, console, err_console, guarded
+from tuner.bench.trace_plan import recorded_rate, trace_workload
+from tuner.cli.app import app, console, err_console, finite_positive, guarded
+from tuner.cli.options import InputTokens, OutputTokens
+from tuner.cli.trace_options import SessionsName, TraceFile
 from tuner.errors import InputError, NoFeasibleConfigError
 from tuner.export.registry import engine_words
 from tuner.knobs.registry import footprint_text
 from tuner.plan import PlanRequest, PlanResult, load_prices, plan
-from tuner.plan.folder import plan_dir_name, summary_lines, write_plan
+from tuner.plan.folder import check_plan_dir, summary_lines, write_plan_folder
+from tuner.plan.models import MAX_GPUS_PER_REPLICA, MAX_HEADROOM, MAX_PLAN_USERS
 from tuner.plan.sizing import DEFAULT_HEADROOM
-from tuner.specs import SLA, GPUProfile, Workload
+from tuner.specs import MAX_RATE_RPS, MAX_REQUESTS, MAX_SECONDS, SLA, GPUProfile
 
 __all__ = ["build_plan_request", "plan_command"]
 
@@ -81,12 +85,18 @@ def build_plan_request(
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     engine: str = "vllm",
+    trace: str | None = None,
+    sessions: str | None = None,
 ) -> PlanRequest:
-    """Validate plan's flags into a PlanRequest; one-line InputError otherwise."""
+    """Validate plan's flags into a PlanRequest; one-line InputError otherwise; a trace with no
+    target is planned at its recorded speed."""
     try:  # the knob's own parser: one line naming --engine and the allowed values
         the_engine = knobs.get("engine").parse(engine)
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    workload = trace_workload(isl, osl, num_requests, trace, sessions)
+    if rate is None and users is None:
+        rate = recorded_rate(workload)
     if (rate is None) == (users is None):
         raise InputError("give exactly one target: --rate REQ_PER_S or --users N")
     if think_time and users is None:
@@ -95,7 +105,6 @@ def build_plan_request(
     try:
         bounds = {k: v for k, v in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms)) if v is not None}
         the_sla = SLA.model_validate({**preset.model_dump(), **bounds}) if bounds else preset
-        workload = Workload(input_tokens=isl, output_tokens=osl, num_requests=num_requests)
         return PlanRequest(
             model=catalog.load_model(model),
             sla=the_sla,
@@ -196,20 +205,60 @@ def _target_text(req: PlanRequest) -> str:
 def plan_command(
     model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
     sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
-    rate: Annotated[float | None, typer.Option(help="Target Poisson rate, req/s")] = None,
-    users: Annotated[int | None, typer.Option(help="Target closed-loop users")] = None,
-    think_time: Annotated[float, typer.Option(help="Seconds a user waits between requests")] = 0.0,
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            callback=finite_positive,
+            max=MAX_RATE_RPS,
+            help=f"Target Poisson rate, req/s, at most {MAX_RATE_RPS:.0f}",
+        ),
+    ] = None,
+    users: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=MAX_PLAN_USERS, help=f"Target closed-loop users, 1..{MAX_PLAN_USERS}"
+        ),
+    ] = None,
+    think_time: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=MAX_SECONDS,
+            help=f"Seconds a user waits between requests, 0..{MAX_SECONDS:g}",
+        ),
+    ] = 0.0,
     gpus: Annotated[str, typer.Option(help="GPU profiles, comma-separated, or 'all'")] = "all",
     prices: Annotated[Path | None, typer.Option(help="Price table YAML (default: shipped)")] = None,
-    max_gpus_per_replica: Annotated[int, typer.Option(help="Largest TP size tried")] = 8,
-    headroom: Annotated[float, typer.Option(help="Spare capacity fraction")] = DEFAULT_HEADROOM,
-    isl: Annotated[int, typer.Option(help="Input tokens per request")] = 1024,
-    osl: Annotated[int, typer.Option(help="Output tokens per request")] = 256,
-    num_requests: Annotated[int, typer.Option(help="Requests simulated per probe")] = 200,
+    max_gpus_per_replica: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_GPUS_PER_REPLICA,
+            help=f"Largest TP size tried, 1..{MAX_GPUS_PER_REPLICA}",
+        ),
+    ] = 8,
+    headroom: Annotated[
+        float,
+        typer.Option(min=0, max=MAX_HEADROOM, help=f"Spare capacity fraction, 0..{MAX_HEADROOM:g}"),
+    ] = DEFAULT_HEADROOM,
+    isl: InputTokens = 1024,
+    osl: OutputTokens = 256,
+    num_requests: Annotated[
+        int,
+        typer.Option(
+            min=1, max=MAX_REQUESTS, help=f"Requests simulated per probe, 1..{MAX_REQUESTS}"
+        ),
+    ] = 200,
     space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
     engine: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "vllm",
-    ttft_ms: Annotated[float | None, typer.Option(help="Override the SLA's TTFT bound")] = None,
-    tpot_ms: Annotated[float | None, typer.Option(help="Override the SLA's TPOT bound")] = None,
+    trace: TraceFile = None,
+    sessions: SessionsName = None,
+    ttft_ms: Annotated[
+        float | None, typer.Option(callback=finite_positive, help="Override the SLA's TTFT bound")
+    ] = None,
+    tpot_ms: Annotated[
+        float | None, typer.Option(callback=finite_positive, help="Override the SLA's TPOT bound")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Parent folder of run folders")] = Path("reports"),
     run_dir: Annotated[Path | None, typer.Option(help="Exact run folder to write")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -231,13 +280,16 @@ def plan_command(
         ttft_ms=ttft_ms,
         tpot_ms=tpot_ms,
         engine=engine,
+        trace=trace,
+        sessions=sessions,
     )
+    if run_dir is not None:
+        check_plan_dir(req, run_dir)  # before the planning, not after
     price_table = load_prices(prices, extra_names=[g.name for g in req.gpus])
     if not as_json:
         err_console.print(f"planning {len(req.gpus)} GPU kind(s) for {_target_text(req)}...")
     result = plan(req, price_table)
-    folder = run_dir or out / plan_dir_name(result, datetime.now())
-    write_plan(result, folder)
+    folder = write_plan_folder(result, run_dir=run_dir, out=out, now=datetime.now())
     if as_json:
         doc: dict[str, Any] = result.model_dump(mode="json")
         doc["run_dir"] = str(folder)

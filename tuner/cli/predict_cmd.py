@@ -6,7 +6,6 @@ import json
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tuner.backends import BACKENDS, evaluate_request
@@ -31,7 +30,9 @@ from tuner.cli.options import (
     Rate,
     WorkloadKindName,
 )
-from tuner.cli.output import print_note, print_table, say
+from tuner.cli.output import cell, print_note, print_table, say
+from tuner.cli.trace_lines import trace_lines
+from tuner.cli.trace_options import SessionsName, TraceFile
 from tuner.detect import local_gpu_profile
 from tuner.errors import InputError, echo
 from tuner.export.registry import engine_label
@@ -77,8 +78,9 @@ def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
         f"max concurrent sequences {m.max_concurrent_seqs}, peak KV use {m.kv_utilization:.0%}, "
         f"preemptions {m.preemptions}",
         f"requests: {m.num_requests} measured after {m.warmup_requests} warm-up (not counted)",
-        protocol_line(wl),
     ]
+    if wl.trace_file is None and wl.sessions is None:  # a trace's line says how it was sent
+        lines.append(protocol_line(wl))
     if m.extra.get("engine_version"):  # the simulator says which engine release it modelled
         lines.insert(
             0,
@@ -92,6 +94,7 @@ def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
             f"capacity meeting the SLA: {m.extra['capacity_rps_per_gpu']:.2f} req/s per GPU"
             f"{_pm(m, 'capacity')}"
         )
+    lines.extend(trace_lines(m.extra, wl, replica_gpus(config)))
     if m.extra.get("band_source"):
         lines.append(
             f"band: {m.extra['band_source']}; a measurement lies within +- band of the "
@@ -117,6 +120,8 @@ def predict(
         int | None, typer.Option(help="Warm-up requests, run but not measured (default: auto)")
     ] = None,
     lengths: LengthsFile = None,
+    trace: TraceFile = None,
+    sessions: SessionsName = None,
     sla: Annotated[str, typer.Option(help="SLA preset used for goodput")] = "chat",
     workload_kind: WorkloadKindName = None,
     protocol: ClientProtocolName = None,
@@ -147,6 +152,8 @@ def predict(
         sla=sla,
         warmup=warmup,
         lengths=lengths,
+        trace=trace,
+        sessions=sessions,
         kind=workload_kind,
         protocol=protocol,
     )
@@ -163,11 +170,11 @@ def predict(
         else str(metrics.extra.get("device", "?"))
     )
     verb = "predicted" if backend == "sim" else "measured"
-    title = escape(
+    title = cell(
         f"{ctx.model.name} on {where} ({config.quantization.value}), {verb} by [{backend}]"
     )
-    if not metrics.feasible:
-        console.print(f"{title}: infeasible: {escape(metrics.reason or '')}", highlight=False)
+    if not metrics.feasible:  # a measured reason may quote the server: cell() escapes it
+        console.print(f"{title}: infeasible: {cell(metrics.reason or '')}", highlight=False)
         return
     print_table(_table(metrics, title))
     for line in _summary_lines(metrics, ctx.workload, config):

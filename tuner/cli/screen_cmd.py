@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.output import print_table, say
-from tuner.errors import NoFeasibleConfigError
+from tuner.errors import BACKEND_FAILED, BackendError, NoFeasibleConfigError
 from tuner.knobs.registry import short_config
 from tuner.run.tune import TuneOutcome
 from tuner.run_spec import RunSpec
@@ -155,6 +155,10 @@ def _print(outcome: ScreenedOutcome) -> None:
         say(f"  {name}: {outcome.files[name]}")
     _print_refit(outcome)
     rec = outcome.recommended
+    ran = [v.metrics for v in outcome.variants if v.metrics is not None]
+    if rec is None and ran and all(m.extra.get(BACKEND_FAILED) for m in ran):
+        # No server could start for any variant: the backend's failure (4), not the SLA's (3).
+        raise BackendError(f"the {outcome.spec.backend} backend could not run: {ran[0].reason}")
     if rec is None:
         raise NoFeasibleConfigError(
             "no measured variant met the SLA (confirm.csv says how each did); the simulator's "

@@ -23,6 +23,7 @@ from tuner.cli.options import (
     FixedLoadRate,
     FixedLoadUsers,
     GPUName,
+    Jobs,
     LengthsFile,
     MaybeInputTokens,
     MaybeModelName,
@@ -33,6 +34,7 @@ from tuner.cli.options import (
     NumRequests,
     OutDir,
     RunDir,
+    Seed,
     SLAName,
     SpaceName,
     StudyName,
@@ -45,6 +47,7 @@ from tuner.cli.options import (
 )
 from tuner.cli.output import print_note, say
 from tuner.cli.screen_cmd import run_screened, screen_options
+from tuner.cli.trace_options import SessionsName, TraceFile
 from tuner.cli.tune_progress import progress
 from tuner.cli.tune_summary import print_outcome
 from tuner.detect import local_gpu_profile
@@ -87,6 +90,8 @@ def tune_command(
     probes: CapacityProbes = None,
     probe_seconds: CapacityProbeSeconds = None,
     lengths: LengthsFile = None,
+    trace: TraceFile = None,
+    sessions: SessionsName = None,
     prefix_cache_hit: MaybePrefixCacheHit = None,
     acceptance: AcceptanceRate = None,
     ngram_acceptance: NgramAcceptanceRate = None,
@@ -99,7 +104,7 @@ def tune_command(
     sampler: Annotated[str, typer.Option(help="tpe | nsga2 | random | grid")] = DEFAULT_SAMPLER,
     trials: TrialBudget = None,
     timeout: TimeBudget = None,
-    seed: Annotated[int, typer.Option(help="Sampler seed")] = 0,
+    seed: Seed = 0,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (shared study)")] = None,
     study: StudyName = "tuner",
     out: OutDir = Path("reports"),
@@ -108,7 +113,7 @@ def tune_command(
     resume: Annotated[Path | None, typer.Option(help="Run folder to resume")] = None,
     knob_flags: dict[str, str | None] | None = None,
     screen_flags: ScreenOptions | None = None,
-    jobs: Annotated[int, typer.Option(help="Local worker processes on this study")] = 1,
+    jobs: Jobs = 1,
 ) -> None:
     """Search engine configs for the highest throughput per GPU that meets the SLA."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -149,6 +154,8 @@ def _new_spec(p: dict[str, Any], knob_flags: dict[str, str | None] | None) -> Ru
         "num_requests": p["num_requests"],
         "prefix_cache_hit": p["prefix_cache_hit"],
         "lengths_file": p["lengths"],
+        "trace_file": p["trace"],
+        "sessions": p["sessions"],
         "acceptance_rate": p["acceptance"],
         "ngram_acceptance_rate": p["ngram_acceptance"],
         "kind": p["workload_kind"],

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tuner import knobs
 from tuner.cli.output import print_table, say
+from tuner.cli.trace_lines import trace_lines
 from tuner.explain.sensitivity import effect_text, top_effects
 from tuner.explain.sla_cost import sla_cost_text
 from tuner.export import get_exporter
@@ -110,6 +111,12 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
     else:
         say("  no probed load keeps the headroom margin and the error band: run below capacity")
     _print_binding(rec)
+    extra = {
+        **(rec.metrics.extra if rec.metrics else {}),
+        "capacity_rps_per_gpu": top.requests_per_s_per_gpu,
+    }
+    for line in trace_lines(extra, spec.workload, cap.tensor_parallel_size, searched=True):
+        say(f"  {line}")
     _print_knob_effects(outcome)
     _print_sla_cost(outcome)
     _print_exports(outcome, number)

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from tuner.errors import printable
+from tuner.model_spec import check_model_id
 from tuner.specs import Architecture, GPUProfile, Metrics, Quantization
 
 __all__ = [
     "EngineExport",
     "ExportTarget",
     "amd_fp8_note",
+    "comment",
     "draft_source",
     "native_fp4_refusal",
     "option_settings",
@@ -28,6 +31,12 @@ class ExportTarget:
     gpu: GPUProfile | None = None
     max_model_len: int | None = None
     metrics: Metrics | None = None
+
+    def __post_init__(self) -> None:
+        # The exporters' entry, whatever way the id came (a flag, run.yaml, a config.json's
+        # _name_or_path): it is written into scripts and YAML comments, where a newline would
+        # start a line of its own and a leading '-' would read as an option.
+        check_model_id(self.model, "model id")
 
     @classmethod
     def of(
@@ -77,6 +86,12 @@ def shell_join(argv: list[str]) -> str:
         else:
             parts[-1] = f"{parts[-1]} {quoted}"
     return " \\\n    ".join(parts)
+
+
+def comment(text: str) -> str:
+    """One `# text` line of a launch file: a control character in `text` is written escaped,
+    so no part of it can leave the comment (the names are refused earlier; this is the floor)."""
+    return f"# {printable(text)}\n"
 
 
 def option_settings(argv: Sequence[str]) -> set[str]:

@@ -23,6 +23,7 @@ from tuner.export.bundle import (
     EngineExport,
     ExportTarget,
     amd_fp8_note,
+    comment,
     draft_source,
     native_fp4_refusal,
     shell_join,
@@ -201,7 +202,9 @@ def export(
         version=version,
         command=command,
         files={
-            SCRIPT: f"#!/bin/sh\n# SGLang {version} ({VERSIONS[version].source})\nexec {command}\n"
+            SCRIPT: "#!/bin/sh\n"
+            + comment(f"SGLang {version} ({VERSIONS[version].source})")
+            + f"exec {command}\n"
         },
         notes=notes,
     )

@@ -26,6 +26,7 @@ from tuner.errors import InputError
 from tuner.export.bundle import (
     EngineExport,
     ExportTarget,
+    comment,
     draft_source,
     native_fp4_refusal,
     shell_join,
@@ -226,7 +227,7 @@ def export(
         version=version,
         command=command,
         files={
-            EXTRA_FILE: f"# TensorRT-LLM {version} ({opts.source})\n"
+            EXTRA_FILE: comment(f"TensorRT-LLM {version} ({opts.source})")
             + yaml.safe_dump(extra, sort_keys=False),
             SCRIPT: f"#!/bin/sh\nexec {command}\n",
         },

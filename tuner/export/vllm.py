@@ -33,6 +33,7 @@ from tuner.export.bundle import (
     EngineExport,
     ExportTarget,
     amd_fp8_note,
+    comment,
     draft_source,
     option_settings,
     shell_join,
@@ -338,9 +339,13 @@ def export(
     args = serve_args_for(config, model, at.max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
     command = shell_join(["vllm", "serve", model, *config_args])
+    # The model id is shell-quoted in the usage line, as in the script: the line is copied into a
+    # shell, and a YAML comment ends at a line break (the id has none: ExportTarget checks it).
+    usage = shlex.join(["vllm", "serve", model, "--config", "vllm.yaml"])
     config_yaml = (
-        f"# vLLM {version} ({_options(version).source})\n"
-        f"# usage: vllm serve {model} --config vllm.yaml\n" + serve_yaml(config_args)
+        comment(f"vLLM {version} ({_options(version).source})")
+        + comment(f"usage: {usage}")
+        + serve_yaml(config_args)
     )
     return EngineExport(
         engine="vllm",

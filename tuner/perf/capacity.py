@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable
 
+from tuner.bench.stats import BUDGET_CUT
 from tuner.perf.bands import Band, band_for, grid_point, meets_banded
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.load import (
@@ -109,6 +110,9 @@ class _Search:
         m = self.probe(load)
         self.cap.probes += 1
         self.cap.probe_s = time.perf_counter() - self.started
+        if m.extra.get(BUDGET_CUT):  # the budget ended inside this probe: a partial measurement
+            self.cap.budget_exhausted = True
+            return None
         if not m.feasible:
             self.failed_run = m
             return None

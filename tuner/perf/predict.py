@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.bench.arrivals import plan_workload
-from tuner.bench.lengths import workload_length_pairs
+from tuner.bench.trace_plan import workload_plan
 from tuner.perf.costs import StepCostModel, step_cost_model
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.engines import EngineModel, engine_model
 from tuner.perf.memory import GIB, plan_memory, replica_gpus, replica_shape
 from tuner.perf.precision import DRAFT_QUANTIZATION
+from tuner.perf.prefix_sim import prefix_metrics
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
 from tuner.perf.speculative import NGRAM, Speculation, acceptance_for, step_coeffs
 from tuner.perf.summary import summarize
@@ -70,7 +70,7 @@ def sim_requests(
     overhead_s: float,
 ) -> RequestSet:
     """The workload's planned trace (warm-up included), closed-loop users spread over a cycle."""
-    plan = plan_workload(wl, workload_length_pairs(wl.lengths_file))
+    plan = workload_plan(wl)
     if wl.start_ramp_s is not None:
         ramp = wl.start_ramp_s
     else:
@@ -122,6 +122,7 @@ def predict_metrics(
         block_size=config.block_size,
         enable_chunked_prefill=config.enable_chunked_prefill,
         prefix_cache_hit=wl.prefix_cache_hit if config.enable_prefix_caching else 0.0,
+        prefix_caching=bool(config.enable_prefix_caching),
         request_overhead_s=eff.request_overhead_s,
         mix_prefill_decode=engine.mix_prefill_decode,
         batch_wait_iters=batch_wait[0],
@@ -140,6 +141,7 @@ def predict_metrics(
             kv_capacity_tokens=plan.kv_capacity_tokens,
         )
     metrics = summarize(result, plan, ctx.sla, replica_gpus(config), BACKEND)
+    metrics.extra.update(prefix_metrics(result))
     metrics.extra["kernel_path"] = target.kernel_path
     metrics.extra["engine"] = engine.name
     metrics.extra["engine_version"] = engine.version

@@ -22,8 +22,10 @@ from typing import Unpack
 import numpy as np
 
 from tuner.bench.arrivals import ArrivalPlan, TraceOptions, plan_arrivals
+from tuner.bench.trace import BlockHashes
 from tuner.perf.costs import StepCostModel
 from tuner.perf.engines import EngineModel
+from tuner.perf.prefix_sim import make_sim
 from tuner.perf.sim_engine import EngineSim
 from tuner.perf.speculative import Speculation
 
@@ -50,6 +52,9 @@ class SchedulerLimits:
     # default `enable_mixed_chunk=False`); True: decodes ride along (vLLM, TensorRT-LLM).
     mix_prefill_decode: bool = True
     prefix_cache_hit: float = 0.0  # fraction of each prompt (after the first) already cached
+    # Requests carrying block hash ids are matched against a content-addressed cache instead
+    # (perf.prefix_cache): True when the variant enables prefix caching.
+    prefix_caching: bool = False
     request_overhead_s: float = 0.0  # arrival -> visible to the scheduler (HTTP, tokenization)
     # Batch waiting (TensorRT-LLM `batch_wait_timeout_iters` / `batch_wait_max_tokens_ratio`):
     # while sequences decode, new prompts are held for up to `batch_wait_iters` steps until the
@@ -75,6 +80,7 @@ class RequestSet:
     users: int = 1
     user_start_s: np.ndarray | None = None  # closed loop: when each user sends its first request
     warmup: int = 0  # requests [0, warmup) run but are left out of the statistics
+    blocks: BlockHashes | None = None  # prompts as block hash ids: the prefix cache's keys
 
     @property
     def count(self) -> int:
@@ -92,6 +98,7 @@ def requests_from_plan(plan: ArrivalPlan, ramp_s: float = 0.0) -> RequestSet:
         users=plan.users,
         user_start_s=starts,
         warmup=plan.warmup,
+        blocks=plan.blocks,
     )
 
 
@@ -125,6 +132,10 @@ class SimResult:
     kv_peak_fraction: float = 0.0
     kv_mean_fraction: float = 0.0
     prefill_tokens_computed: int = 0
+    # Prefix cache by block hash (perf.prefix_sim), measured requests' first admissions only.
+    prefix_query_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    prefix_evictions: int = 0
     warmup: int = 0  # requests [0, warmup) are excluded from the statistics
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
@@ -161,7 +172,7 @@ def simulate(
         finish_s=np.zeros(n),
         warmup=min(requests.warmup, max(0, n - 1)),
     )
-    sim = EngineSim(requests, limits, target, spec, res, requests.user_start_s)
+    sim = make_sim(requests, limits, target, spec, res)
     while sim.done < n:
         if not _advance(sim, max_run_steps):
             break

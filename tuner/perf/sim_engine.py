@@ -217,7 +217,7 @@ class EngineSim:
             budget -= chunk
         while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
             i = self.waiting[0]
-            start = self.cached[i] if self.to_prefill[i] == self.prompt[i] else 0
+            start = self.start_token(i)
             remaining = self.to_prefill[i] - start
             if not self.chunked and remaining > budget:
                 break
@@ -229,6 +229,10 @@ class EngineSim:
             chunks.append((i, chunk))
             budget -= chunk
         return chunks
+
+    def start_token(self, i: int) -> int:
+        """Prompt tokens of waiting request `i` already cached (its prefill starts there)."""
+        return self.cached[i] if self.to_prefill[i] == self.prompt[i] else 0
 
     def _reserve(self, i: int) -> bool:
         """No-evict admission (TensorRT-LLM GUARANTEED_NO_EVICT): reserve the blocks request `i`

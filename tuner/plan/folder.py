@@ -4,21 +4,37 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tuner.errors import InputError
 from tuner.export.registry import engine_words
 from tuner.knobs.registry import footprint_knobs, footprint_words, get
 from tuner.plan.chart import chart_data, render_html
-from tuner.plan.models import KindPlan, Option, PlanResult
-from tuner.plan.plan_file import PlanFile
+from tuner.plan.models import KindPlan, Option, PlanRequest, PlanResult
+from tuner.plan.plan_file import PlanFile, load_plan
 from tuner.plan.search import REFINED_KNOBS
 from tuner.result_io import dump_result, write_atomic
 from tuner.run.exports import write_exports
-from tuner.run_spec import RunSpec
+from tuner.run.folder import claim_run_dir
+from tuner.run.identity import differing_fields, other_run_error
+from tuner.run.lock import run_folder_lock
+from tuner.run_spec import RUN_FILE, RunSpec
 
-__all__ = ["CSV_FIELDS", "plan_dir_name", "plan_rows", "summary_lines", "write_plan"]
+__all__ = [
+    "CSV_FIELDS",
+    "PLAN_FILES",
+    "check_plan_dir",
+    "plan_dir_name",
+    "plan_rows",
+    "summary_lines",
+    "write_plan",
+    "write_plan_folder",
+]
+
+PLAN_FILES = ("plan.csv", "plan.yaml", "plan.html")
 
 # The variant's knobs a plan decides: its footprint, then the batch limits it refines.
 _KNOB_COLUMNS = tuple(k.name for k in footprint_knobs()) + REFINED_KNOBS
@@ -142,18 +158,62 @@ def _export_spec(result: PlanResult, o: Option) -> RunSpec:
     )
 
 
+def check_plan_dir(req: PlanRequest, run_dir: Path) -> None:
+    """Refuse a --run-dir that holds a tune run or another request's plan; the same request's
+    plan is rewritten whole (a plan has no trials to keep)."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise InputError(f"{run_dir}: is a file; the run folder must be a folder")
+    if (run_dir / RUN_FILE).exists():
+        raise InputError(f"{run_dir} holds a tune run ({RUN_FILE}); choose another --run-dir")
+    if (run_dir / "plan.yaml").is_file():
+        there = load_plan(run_dir / "plan.yaml").request.model_dump(mode="json")
+        here = req.model_dump(mode="json")
+        if differing_fields(there, here):
+            remedy = "choose another --run-dir, or leave it out (each plan gets a new folder)"
+            raise other_run_error(str(run_dir), there, here, remedy)
+        return
+    if any((run_dir / name).exists() for name in (*PLAN_FILES, "exports")):
+        raise InputError(
+            f"{run_dir} holds a plan's files but no plan.yaml (whose plan is unknown); "
+            "choose another --run-dir"
+        )
+
+
+def write_plan_folder(
+    result: PlanResult, *, run_dir: Path | None, out: Path, now: datetime
+) -> Path:
+    """Write the plan to `run_dir` (checked, and held while written), else to a new folder under
+    `out`, created exclusively so two plans started in the same second never share one."""
+    if run_dir is None:
+        folder = claim_run_dir(out, plan_dir_name(result, now))
+        write_plan(result, folder)
+        return folder
+    with run_folder_lock(run_dir):
+        check_plan_dir(result.request, run_dir)  # again: another plan may have written it since
+        write_plan(result, run_dir)
+    return run_dir
+
+
 def write_plan(result: PlanResult, run_dir: Path) -> dict[str, Path]:
     """Write the run folder; returns name -> path (exports/<gpu>/ per kind meeting the SLA)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    files = {n: run_dir / n for n in ("plan.csv", "plan.yaml", "plan.html")}
+    files = {n: run_dir / n for n in PLAN_FILES}
+    # plan.yaml first: it says whose folder this is (check_plan_dir), even if the rest is cut
+    # short; the exports of a kind that no longer meets the SLA must not outlive their plan.
+    write_atomic(files["plan.yaml"], dump_result(PlanFile(**dict(result))))
+    shutil.rmtree(run_dir / "exports", ignore_errors=True)
     with files["plan.csv"].open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows(plan_rows(result))
-    write_atomic(files["plan.yaml"], dump_result(PlanFile(**dict(result))))
     for kind in result.ok:
         assert kind.best is not None
-        folder = run_dir / "exports" / kind.gpu
+        # A profile's name (a user's --gpus FILE) is a folder name here: no '/' or '..' in it.
+        folder = (
+            run_dir / "exports" / (re.sub(r"[^A-Za-z0-9._-]+", "-", kind.gpu).strip("-.") or "gpu")
+        )
         write_exports(kind.best.config, _export_spec(result, kind.best), folder)
         files[f"exports/{kind.gpu}"] = folder
     html_text = render_html(chart_data(result), summary_lines(result))

@@ -4,21 +4,46 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
+from tuner.knobs.models import Strict
 from tuner.plan.sizing import DEFAULT_HEADROOM
 from tuner.prices import GPUPrice
-from tuner.specs import SLA, Engine, EngineConfig, GPUProfile, ModelSpec, SearchSpace, Workload
+from tuner.specs import (
+    MAX_RATE_RPS,
+    MAX_SECONDS,
+    SLA,
+    Engine,
+    EngineConfig,
+    GPUProfile,
+    ModelSpec,
+    SearchSpace,
+    Workload,
+)
 
-__all__ = ["KindPlan", "Option", "PlanRequest", "PlanResult", "Status"]
+__all__ = [
+    "MAX_GPUS_PER_REPLICA",
+    "MAX_HEADROOM",
+    "MAX_PLAN_USERS",
+    "KindPlan",
+    "Option",
+    "PlanRequest",
+    "PlanResult",
+    "Status",
+]
+
+# A plan's target is a whole service, so its users go past one load generator's MAX_USERS; the
+# largest scale-up domain shipping (NVL72) is far below the replica bound.
+MAX_PLAN_USERS = 100_000_000
+MAX_GPUS_PER_REPLICA = 1024
+MAX_HEADROOM = 10.0  # spare capacity of 10x the target: past any sizing anyone asks for
 
 Status = Literal["ok", "no-fit", "misses-sla"]
 
 
-class PlanRequest(BaseModel):
-    """Everything a plan needs: model, SLA, the load to serve and the hardware to consider."""
-
-    model_config = ConfigDict(extra="forbid")
+class PlanRequest(Strict):
+    """Everything a plan needs: model, SLA, the load to serve and the hardware to consider
+    (Strict: finite numbers only, so `--rate inf` is one input error)."""
 
     model: ModelSpec
     sla: SLA
@@ -27,11 +52,17 @@ class PlanRequest(BaseModel):
     # One engine per plan (searching the three would triple a plan's simulator runs): its
     # scheduling and overheads are predicted, its launch files written.
     engine: Engine = Field(default=Engine.vllm, description="The serving engine planned for")
-    rate_rps: float | None = Field(default=None, gt=0, description="Target Poisson rate")
-    users: int | None = Field(default=None, ge=1, description="Closed-loop users to serve")
-    think_time_s: float = Field(default=0.0, ge=0, description="Pause between a user's requests")
-    headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, le=10)
-    max_gpus_per_replica: int = Field(default=8, ge=1)
+    rate_rps: float | None = Field(
+        default=None, gt=0, le=MAX_RATE_RPS, description="Target Poisson rate"
+    )
+    users: int | None = Field(
+        default=None, ge=1, le=MAX_PLAN_USERS, description="Closed-loop users to serve"
+    )
+    think_time_s: float = Field(
+        default=0.0, ge=0, le=MAX_SECONDS, description="Pause between a user's requests"
+    )
+    headroom: float = Field(default=DEFAULT_HEADROOM, ge=0, le=MAX_HEADROOM)
+    max_gpus_per_replica: int = Field(default=8, ge=1, le=MAX_GPUS_PER_REPLICA)
     gpus: list[GPUProfile] = Field(min_length=1, description="GPU profiles to consider")
 
     @model_validator(mode="after")

@@ -246,6 +246,12 @@ def _workload_text(spec: RunSpec) -> str:
     counted = f"at least {w.measured_requests} measured requests per probe"
     if not spec.is_capacity:
         counted = f"{w.measured_requests} requests"
+    if source := w.trace_file or (w.sessions and f"sessions {w.sessions}"):
+        load = "the speedup searched per variant" if spec.is_capacity else load
+        return (
+            f"{source} replayed at its recorded times scaled by {load} "
+            f"(mean {w.input_tokens} in / {w.output_tokens} out tokens)"
+        )
     return (
         f"{w.input_tokens} in / {w.output_tokens} out tokens (+-{w.length_spread:.0%}), {load}, "
         f"{counted}, prefix hit {w.prefix_cache_hit:.0%}, protocol {w.protocol}"

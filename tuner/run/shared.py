@@ -3,7 +3,8 @@ workers joined (each takes the next sampler seed).
 
 `tuner tune --storage URL --study NAME` records its RunSpec in the study, so `tuner worker` on any
 host reads what to evaluate from the storage, and a run with other inputs (another model, GPU,
-SLA, workload, space or backend) is refused instead of silently mixing its trials in.
+SLA, workload, space, backend, load mode, probes, sampler or seed: every field of its identity,
+`tuner.run.identity`) is refused instead of silently mixing its trials in.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import optuna
 
 from tuner.errors import InputError
+from tuner.run.identity import check_same_run
 from tuner.run_spec import RunSpec, validate_run_spec
 from tuner.search.storage import public_url, study_lock
 
@@ -21,8 +23,8 @@ __all__ = [
     "ATTR_SPEC",
     "ATTR_WORKERS",
     "bind_spec",
+    "check_study_spec",
     "claim_worker_number",
-    "identity",
     "read_budget",
     "spec_from_study",
 ]
@@ -32,55 +34,42 @@ ATTR_SPEC = "tuner.run_spec"
 ATTR_BUDGET = "tuner.trials"
 ATTR_WORKERS = "tuner.workers"
 
-# The RunSpec fields that change what a trial measures; runs that differ in any may not share.
-IDENTITY_FIELDS = ("model", "gpu", "sla", "workload", "space", "num_gpus", "drafts", "backend")
-# Backend options that name things on one host (weights folder, log folder), not what is measured.
-HOST_OPTIONS = frozenset({"model_path", "run_dir"})
-
-
-def identity(spec_json: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a run spec (as JSON) that two runs sharing a study must agree on."""
-    out = {k: spec_json.get(k) for k in IDENTITY_FIELDS}
-    options = spec_json.get("backend_options") or {}
-    out["backend_options"] = {k: v for k, v in options.items() if k not in HOST_OPTIONS}
-    return out
-
 
 def _record(spec: RunSpec) -> dict[str, Any]:
     # The storage URL may hold a password and differs per host: workers bring their own.
     return spec.model_dump(mode="json", exclude={"storage"})
 
 
-def _named(value: Any) -> str:
-    return str(value.get("name", "...")) if isinstance(value, dict) else str(value)
+def _recorded_spec(study: optuna.Study, recorded: dict[str, Any], spec: RunSpec) -> RunSpec:
+    """The spec recorded in `study`, at `spec`'s storage URL (each host names the study its own
+    way; the study is the same one by construction)."""
+    # A field a later tuner dropped from RunSpec is no input any more: it cannot differ.
+    known = {k: v for k, v in recorded.items() if k in RunSpec.model_fields}
+    data = {**known, "storage": spec.storage, "study_name": study.study_name}
+    return validate_run_spec(data, f"the run spec in study {study.study_name!r}")
 
 
-def _differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> str:
-    parts = []
-    for key in identity(recorded):
-        there, here = identity(recorded)[key], identity(wanted)[key]
-        if there == here:
-            continue
-        if key in ("model", "gpu", "sla", "backend", "num_gpus") and _named(there) != _named(here):
-            parts.append(f"{key} {_named(there)!r} there, {_named(here)!r} here")
-        else:
-            parts.append(f"{key} differs")
-    return "; ".join(parts)
+def check_study_spec(
+    study: optuna.Study,
+    spec: RunSpec,
+    where: str,
+    remedy: str = "choose another --study name or run folder",
+) -> None:
+    """Refuse `spec` if `study` records another run (a study without a record passes)."""
+    recorded = study.user_attrs.get(ATTR_SPEC)
+    if isinstance(recorded, dict):
+        what = f"study {study.study_name!r} in {public_url(where)}"
+        check_same_run(_recorded_spec(study, recorded, spec), spec, what, remedy)
 
 
 def bind_spec(study: optuna.Study, spec: RunSpec, where: str) -> None:
     """Record `spec` in a new study, or refuse one that was created for other inputs."""
     storage = study._storage  # noqa: SLF001
     with study_lock(storage, study.study_name):
-        recorded = study.user_attrs.get(ATTR_SPEC)
-        wanted = _record(spec)
-        if recorded is None:
-            study.set_user_attr(ATTR_SPEC, wanted)
-        elif identity(recorded) != identity(wanted):
-            raise InputError(
-                f"study {study.study_name!r} in {public_url(where)} was made for another run "
-                f"({_differences(recorded, wanted)}); choose another --study name or run folder"
-            )
+        if study.user_attrs.get(ATTR_SPEC) is None:
+            study.set_user_attr(ATTR_SPEC, _record(spec))
+        else:
+            check_study_spec(study, spec, where)
         study.set_user_attr(ATTR_BUDGET, spec.trials)
 
 

@@ -16,12 +16,20 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.answer.analysed import AnalysedRun, analyse_run
 from tuner.backends import Backend, get_backend
-from tuner.errors import InputError, InterruptedRunError, NoFeasibleConfigError
+from tuner.errors import (
+    BACKEND_FAILED,
+    BackendError,
+    InputError,
+    InterruptedRunError,
+    NoFeasibleConfigError,
+)
 from tuner.run.folder import make_run_dir, write_outputs
+from tuner.run.identity import check_same_run
 from tuner.run.jobs import LocalWorkers
 from tuner.run.lock import run_folder_lock
 from tuner.run.refine import refine, reserved
-from tuner.run.shared import bind_spec, claim_worker_number, read_budget
+from tuner.run.shared import bind_spec, check_study_spec, claim_worker_number, read_budget
+from tuner.run.stop import hand_back_running
 from tuner.run_spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.search import study as search
 from tuner.search.parallel import RequeueOnce, reap_dead_trials, run_trials
@@ -188,14 +196,8 @@ def check_run_dir(spec: RunSpec, run_dir: Path) -> None:
                 f"{run_dir}: holds a {found[0]} but no {RUN_FILE}; choose another --run-dir"
             )
         return
-    earlier = load_run_spec(run_dir)
-    differs = spec.differs_from(earlier)
-    if differs:
-        raise InputError(
-            f"{run_dir} holds another run ({earlier.model.name} on {earlier.gpu.name}, SLA "
-            f"{earlier.sla.name}, backend {earlier.backend}; differs in {', '.join(differs)}): "
-            f"choose another --run-dir, or continue that run with --resume {run_dir}"
-        )
+    remedy = f"choose another --run-dir, or continue that run with --resume {run_dir}"
+    check_same_run(load_run_spec(run_dir), spec, str(run_dir), remedy)
 
 
 def _finished_trials(study: optuna.Study) -> int:
@@ -328,6 +330,7 @@ def _tune_locked(
             errors, refined = _search(spec, run_dir, study, evaluator, jobs, callbacks)
     except KeyboardInterrupt:
         stopped = True
+        hand_back_running(study, requeue)
     except BaseException:
         if created and _finished_trials(study) == 0:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -361,6 +364,10 @@ def rebuild(run_dir: Path) -> TuneOutcome:
     started = time.perf_counter()
     spec = load_run_spec(run_dir)
     study = open_study(spec, run_dir, create=False)
+    # The study records the inputs its trials were measured under: a run.yaml replaced since
+    # (another run's, or edited) would relabel them, so it is refused as a resume would be.
+    remedy = f"{run_dir / RUN_FILE} is not the run's own; put back the run.yaml it was run with"
+    check_study_spec(study, spec, storage_url(spec, run_dir), remedy)
     analysed, files = _analyse_and_write(spec, study, run_dir)
     return TuneOutcome(
         spec,
@@ -376,6 +383,10 @@ def rebuild(run_dir: Path) -> TuneOutcome:
 def require_recommendation(outcome: TuneOutcome) -> int:
     """The recommended trial number, or NoFeasibleConfigError with the closest misses."""
     if outcome.result.recommended is None:
+        # Every variant failing because the backend itself could not run is exit 4, not 3.
+        ran = [r.metrics for r in outcome.records if r.metrics is not None]
+        if ran and all(m.extra.get(BACKEND_FAILED) for m in ran):
+            raise BackendError(f"the {outcome.spec.backend} backend could not run: {ran[0].reason}")
         finished = sum(r.state in ("complete", "pruned") for r in outcome.records)
         raise NoFeasibleConfigError(no_feasible_message(outcome.result, outcome.spec.sla, finished))
     return outcome.result.recommended

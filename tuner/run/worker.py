@@ -16,10 +16,11 @@ from tuner.backends import get_backend
 from tuner.errors import InputError
 from tuner.run.lock import run_folder_lock
 from tuner.run.shared import claim_worker_number, read_budget, spec_from_study
-from tuner.run.tune import TuneOutcome, rebuild, run_evaluator
+from tuner.run.stop import hand_back_running
+from tuner.run.tune import TuneOutcome, check_run_dir, rebuild, run_evaluator
 from tuner.run_spec import RUN_FILE, RunSpec
 from tuner.search import study as search
-from tuner.search.parallel import count_states, run_trials
+from tuner.search.parallel import RequeueOnce, count_states, run_trials
 from tuner.search.storage import GRACE_S, make_storage, public_url
 
 __all__ = ["WorkerOutcome", "load_shared_study", "rebuild_from_storage", "work"]
@@ -95,14 +96,18 @@ def work(
         spec.sampler, seed=seed, space=spec.space, ctx=spec.context()
     )
     evaluator = run_evaluator(spec, get_backend(spec.backend, **options))
-    ran = run_trials(
-        study,
-        evaluator,
-        budget=lambda: read_budget(study, spec.trials),
-        max_trials=max_trials,
-        callbacks=callbacks or (),
-        grace_s=grace_s,
-    )
+    try:
+        ran = run_trials(
+            study,
+            evaluator,
+            budget=lambda: read_budget(study, spec.trials),
+            max_trials=max_trials,
+            callbacks=callbacks or (),
+            grace_s=grace_s,
+        )
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, or `tune --jobs` stopping its workers
+        hand_back_running(study, RequeueOnce())
+        raise
     finished = count_states(study).finished
     return WorkerOutcome(
         spec, number, seed, ran, evaluator.evaluations, finished, time.perf_counter() - started
@@ -117,5 +122,6 @@ def rebuild_from_storage(storage_url: str, study_name: str, run_dir: Path | None
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", study_name).strip("-") or "study"
         run_dir = Path("reports") / f"study-{slug}"
     with run_folder_lock(run_dir):
+        check_run_dir(spec, run_dir)  # never relabel a folder that holds another run
         (run_dir / RUN_FILE).write_text(spec.to_yaml())
         return rebuild(run_dir)

