@@ -123,6 +123,12 @@ TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS = 50
 # ... and their `cuda_graph_config`: `enable_padding: true` with `max_batch_size` 512 for
 # DeepSeek-R1 (`dsr1-fp4-tep.yml`) and the concurrency C for gpt-oss (`gptoss-fp4.yml`).
 INFERENCEMAX_TRTLLM_GRAPH_BATCH = 512
+# InferenceMAX's SGLang DeepSeek-R1 scripts on B200 (`dsr1_fp8_b200.sh`, `dsr1_fp4_b200.sh`):
+# `--scheduler-recv-interval` 30 from concurrency 16 (FP8: at TP 8), else 10. The H200 script
+# sets none (SGLang's default 1).
+INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
+INFERENCEMAX_SGLANG_RECV_INTERVAL_BUSY = 30
+INFERENCEMAX_SGLANG_BUSY_CONCURRENCY = 16
 NO_SLA = SLA(name="none")
 
 
@@ -139,6 +145,7 @@ class EngineSetup:
     # TensorRT-LLM `cuda_graph_config`: the largest captured batch per rank, padded up to a
     # captured size (`enable_padding: true`); None: the engine record's defaults.
     padded_graphs_up_to: int | None = None
+    recv_interval_steps: int = 1  # SGLang `--scheduler-recv-interval`
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
@@ -189,8 +196,21 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
         )
     if row["backend"] == "sglang":
         chunk = 16384 if row["system"].startswith("b") else 32768
-        return EngineSetup(chunk, max(MIN_MAX_NUM_SEQS, users), True, False)
+        return EngineSetup(
+            chunk, max(MIN_MAX_NUM_SEQS, users), True, False, recv_interval_steps=_sglang_recv(row)
+        )
     return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
+
+
+def _sglang_recv(row: dict[str, str]) -> int:
+    """The `--scheduler-recv-interval` InferenceMAX's SGLang script for this row passes."""
+    if row["system"] != "b200_sxm":
+        return 1
+    tp, _, _ = parallel_layout(row)
+    fp8_tp4 = row["gemm_quant_mode"] == "fp8" and tp == 4
+    if concurrency_of(row) < INFERENCEMAX_SGLANG_BUSY_CONCURRENCY or fp8_tp4:
+        return INFERENCEMAX_SGLANG_RECV_INTERVAL
+    return INFERENCEMAX_SGLANG_RECV_INTERVAL_BUSY
 
 
 def inferencemax_setup(row: dict[str, str]) -> EngineSetup:
@@ -379,6 +399,8 @@ def predict_silicon_row(
     engine = dataclasses.replace(engine, mix_prefill_decode=setup.mix_prefill_decode)
     if setup.adp_balance_wait_iters:
         engine = dataclasses.replace(engine, adp_balance_wait_iters=setup.adp_balance_wait_iters)
+    if setup.recv_interval_steps > 1:
+        engine = dataclasses.replace(engine, recv_interval_steps=setup.recv_interval_steps)
     if setup.padded_graphs_up_to is not None:
         engine = dataclasses.replace(
             engine, graph_max_tokens=setup.padded_graphs_up_to, graph_exact_sizes=False

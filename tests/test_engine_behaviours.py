@@ -140,3 +140,19 @@ def test_each_attention_dp_rank_replays_graphs_sized_for_its_own_share_of_the_ba
     decode_one = float(np.median(one.finish_s - one.first_token_s))
     # 19 decode steps each way; only the one-rank replica pays the launches in each of them
     assert decode_one - decode_four > 15 * COST.eager_s
+
+
+def test_a_recv_interval_delays_a_prompt_arriving_while_others_decode() -> None:
+    polling = dataclasses.replace(SGLANG, recv_interval_steps=30)
+    decode_step = step_coeffs(COST, None, 1, 0, 0)[0]
+    # one long decode; a prompt arrives 5 decode steps after its first token
+    first = simulate(_requests([200], [400], [0.0]), _limits(SGLANG), COST).first_token_s[0]
+    reqs = _requests([200, 200], [400, 5], [0.0, first + 5.2 * decode_step])
+    every_step = simulate(reqs, _limits(SGLANG), COST)
+    every_30 = simulate(reqs, _limits(polling), COST)
+    delay = every_30.first_token_s[1] - every_step.first_token_s[1]
+    # read at the 30th decode step after the last poll (the prefill step's), not at the 6th
+    assert 20 * decode_step < delay < 27 * decode_step
+    # alone on an idle engine nothing waits for a poll
+    alone = _requests([200], [5], [0.0])
+    assert simulate(alone, _limits(polling), COST).first_token_s[0] == pytest.approx(first)

@@ -61,6 +61,11 @@ class EngineModel:
     # while sequences decode, a new prompt waits up to this many iterations for every DP rank to
     # have one. 0 = off.
     adp_balance_wait_iters: int = 0
+    # Steps between the scheduler's polls for new requests (SGLang `--scheduler-recv-interval`,
+    # default 1: every step). Its `SchedulerRecvSkipper.handle` counts a decode step 1 and a
+    # prefill step 1000 against this threshold, so while others decode a new request waits for
+    # the next poll, and right after a prefill step the scheduler polls at once.
+    recv_interval_steps: int = 1
 
     def graph_step(self, tokens: int, prefill_tokens: int) -> bool:
         """Whether a step of `tokens` tokens (`prefill_tokens` of them prefill) replays a graph."""

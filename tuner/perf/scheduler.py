@@ -189,7 +189,8 @@ def simulate(
 
 def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
     """One scheduler iteration (a step or a run of decode steps); False when nothing can run."""
-    sim.admit_arrivals()
+    if sim.poll.now(bool(sim.decoding)):
+        sim.admit_arrivals()
     if not sim.running and not sim.waiting:
         if not sim.pending:
             return False

@@ -18,7 +18,8 @@ import numpy as np
 
 from tuner.perf.costs import StepCostModel
 from tuner.perf.decode_runs import EPS, steps_until, steps_within_kv
-from tuner.perf.speculative import Speculation, step_coeffs
+from tuner.perf.engine_steps import RecvPoll, engine_step_coeffs
+from tuner.perf.speculative import Speculation
 
 if TYPE_CHECKING:
     from tuner.perf.scheduler import RequestSet, SchedulerLimits, SimResult
@@ -52,6 +53,7 @@ class EngineSim:
         self.adp_wait = (
             self.engine.adp_balance_wait_iters if self.engine and self.dp_ranks > 1 else 0
         )
+        self.poll = RecvPoll(self.engine.recv_interval_steps if self.engine else 1)
         self.reserved = 0  # no-evict: blocks the running requests need to their last token
         self.waited = 0  # steps new prompts have been held so far (batch waiting)
         self.queries = spec.queries_per_seq if spec else 1
@@ -289,19 +291,11 @@ class EngineSim:
     # ------------------------------------------------------------------ steps
 
     def coeffs(self, num_decode: int, prefill_tokens: int, logits: int) -> tuple[float, float]:
-        """`step_coeffs` of this engine, computed once per step shape; a step no captured CUDA
-        graph covers also pays the host's launch of every kernel (StepCostModel.eager_s)."""
+        """`engine_step_coeffs` of this run's engine, computed once per step shape."""
         key = (num_decode, prefill_tokens, logits)
         if key not in self._coeffs:
-            const, per_ctx = step_coeffs(self.target, self.spec, *key)
-            # Each attention-DP rank replays its own graphs, sized for its share of the batch.
-            tokens = -(-(num_decode * self.queries + prefill_tokens) // self.dp_ranks)
-            if self.engine is not None and not self.engine.graph_step(tokens, prefill_tokens):
-                launch = self.target.eager_s
-                if self.engine.eager_overlaps_gpu:  # only what the GPU's work does not hide
-                    launch = max(0.0, launch - (const - self.target.fixed_s))
-                const += launch
-            self._coeffs[key] = (const, per_ctx)
+            shape = engine_step_coeffs(self.target, self.spec, self.engine, self.dp_ranks, key)
+            self._coeffs[key] = shape
         return self._coeffs[key]
 
     def decode_run_length(
@@ -314,6 +308,8 @@ class EngineSim:
         steps = max(1, math.ceil((heap[0][0] - self.G) / self.tps - EPS))
         const, per_ctx = self.coeffs(num_decode, 0, 0)
         admissible = len(self.running) < self.max_seqs and (until_arrival or not self.waiting)
+        if self.poll.gated:  # arrivals wait for the next poll: the run ends there, not at them
+            steps, admissible = min(steps, self.poll.steps_to_poll()), False
         if admissible and self.pending:
             wait = self.next_visible_s() - self.t
             d0 = const + per_ctx * (self.sum_base + num_decode * self.G)
@@ -345,6 +341,7 @@ class EngineSim:
         self.kv_time_weighted += used * duration
         self.t += duration
         self.G += steps * self.tps
+        self.poll.decoded(steps)
         self.res.num_steps += steps
         self.res.num_decode_runs += 1
 
@@ -363,6 +360,7 @@ class EngineSim:
             self.stalled_s += duration
         self.kv_time_weighted += used * duration
         self.t += duration
+        self.poll.prefilled()
         self.res.num_steps += 1
         self.res.prefill_tokens_computed += prefill_tokens
         for i, c in chunks:
