@@ -120,9 +120,9 @@ INFERENCEMAX_BATCH_WAIT_RATIO = 0.9
 # `timeout_iters` of 50 (docs/engines.md section 3).
 INFERENCEMAX_ADP_TIMEOUT_ITERS = 60
 TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS = 50
-# ... and their `cuda_graph_config`: `enable_padding: true` with `max_batch_size` 512 for
-# DeepSeek-R1 (`dsr1-fp4-tep.yml`) and the concurrency C for gpt-oss (`gptoss-fp4.yml`).
-INFERENCEMAX_TRTLLM_GRAPH_BATCH = 512
+# ... and their `cuda_graph_config` captures every decode batch the run can form:
+# `enable_padding: true` with `max_batch_size` the concurrency C (`dsr1_fp8_b200_trt.sh`, C / 8
+# a rank with DP attention from C 256; `gptoss-fp4.yml`).
 # InferenceMAX's SGLang DeepSeek-R1 scripts on B200 (`dsr1_fp8_b200.sh`, `dsr1_fp4_b200.sh`):
 # `--scheduler-recv-interval` 30 from concurrency 16 (FP8: at TP 8), else 10. The H200 script
 # sets none (SGLang's default 1).
@@ -185,14 +185,13 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
         _, dp, _ = parallel_layout(row)
         timeout = TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS if gpt_oss else INFERENCEMAX_ADP_TIMEOUT_ITERS
         balance = timeout if dp > 1 else 0
-        graphs = users if gpt_oss else INFERENCEMAX_TRTLLM_GRAPH_BATCH
         return EngineSetup(
             tokens,
             max(MIN_MAX_NUM_SEQS, users),
             False,
             True,
             adp_balance_wait_iters=balance,
-            padded_graphs_up_to=graphs,
+            padded_graphs_up_to=users,
         )
     if row["backend"] == "sglang":
         chunk = 16384 if row["system"].startswith("b") else 32768
