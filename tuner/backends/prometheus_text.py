@@ -1,16 +1,13 @@
-"""Parse the Prometheus text exposition format (a server's `/metrics`) into samples; pure."""
+"""Samples of a server's `/metrics` (the Prometheus text exposition format), read with the
+`prometheus_client` parser (the library vLLM itself exports them with, so it is installed
+wherever the vllm backend runs); pure."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 __all__ = ["Sample", "label_value", "parse", "total"]
-
-# name{labels} value [timestamp]; see prometheus.io/docs/instrumenting/exposition_formats
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -23,22 +20,28 @@ class Sample:
 
 
 def parse(text: str) -> list[Sample]:
-    """Every sample of an exposition; comments, blank and malformed lines are skipped."""
-    samples = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        labels = {k: v.replace('\\"', '"') for k, v in _LABEL.findall(m.group(2) or "")}
-        samples.append(Sample(m.group(1), labels, value))
-    return samples
+    """Every sample of an exposition; a malformed line is skipped, not the whole scrape."""
+    try:
+        return _samples(text)
+    except ValueError:
+        samples: list[Sample] = []
+        for line in text.splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                try:
+                    samples.extend(_samples(line + "\n"))
+                except ValueError:
+                    continue
+        return samples
+
+
+def _samples(text: str) -> list[Sample]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        Sample(s.name, dict(s.labels), float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
 
 
 def total(samples: list[Sample], name: str) -> float | None:
