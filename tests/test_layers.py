@@ -25,6 +25,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "extras",
         "knobs",
         "model_spec",
+        "gpu_profile",
         "metrics",
         "calibration_schema",
         "specs",

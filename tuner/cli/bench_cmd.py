@@ -40,6 +40,45 @@ def api_key_from_env() -> str | None:
     return next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
 
 
+# bench's own multi-line options, declared here so its signature reads one line per flag.
+_Users = Annotated[
+    int | None,
+    typer.Option(min=1, max=MAX_USERS, help=f"Closed-loop users, 1..{MAX_USERS} (default 1)"),
+]
+_MeasuredRequests = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_REQUESTS,
+        help=f"Measured requests, 1..{MAX_REQUESTS}, warm-up excluded (default: from load)",
+    ),
+]
+_Spread = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        max=MAX_LENGTH_SPREAD,
+        help=f"Uniform +- fraction around isl/osl, 0..{MAX_LENGTH_SPREAD:g}",
+    ),
+]
+_RequestTimeout = Annotated[
+    float,
+    typer.Option(
+        callback=finite_positive,
+        max=MAX_SECONDS,
+        help=f"Per-request timeout, seconds (the pre-flight checks' too), at most {MAX_SECONDS:g}",
+    ),
+]
+_Warmup = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=MAX_REQUESTS,
+        help=f"Warm-up requests run in the load, not measured, 0..{MAX_REQUESTS}",
+    ),
+]
+
+
 def _sla(name: str | None, ttft_ms: float | None, tpot_ms: float | None) -> SLA | None:
     if name is None and ttft_ms is None and tpot_ms is None:
         return None
@@ -156,29 +195,12 @@ def bench(
     isl: InputTokens = 128,
     osl: OutputTokens = 64,
     rate: Rate = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(min=1, max=MAX_USERS, help=f"Closed-loop users, 1..{MAX_USERS} (default 1)"),
-    ] = None,
-    num_requests: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_REQUESTS,
-            help=f"Measured requests, 1..{MAX_REQUESTS}, warm-up excluded (default: from load)",
-        ),
-    ] = None,
+    concurrency: _Users = None,
+    num_requests: _MeasuredRequests = None,
     lengths: Annotated[
         str | None, typer.Option(help="CSV/JSONL of (input, output) token lengths to sample")
     ] = None,
-    spread: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            max=MAX_LENGTH_SPREAD,
-            help=f"Uniform +- fraction around isl/osl, 0..{MAX_LENGTH_SPREAD:g}",
-        ),
-    ] = 0.0,
+    spread: _Spread = 0.0,
     sla: Annotated[
         str | None, typer.Option(help="SLA preset for goodput (see `tuner slas`)")
     ] = None,
@@ -191,23 +213,8 @@ def bench(
         typer.Option(callback=finite_positive, help="TPOT bound, overrides the preset"),
     ] = None,
     api: Annotated[str, typer.Option(help="completions or chat")] = "completions",
-    timeout: Annotated[
-        float,
-        typer.Option(
-            callback=finite_positive,
-            max=MAX_SECONDS,
-            help="Per-request timeout, seconds (the pre-flight checks' too), at most "
-            f"{MAX_SECONDS:g}",
-        ),
-    ] = 300.0,
-    warmup: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            max=MAX_REQUESTS,
-            help=f"Warm-up requests run in the load, not measured, 0..{MAX_REQUESTS}",
-        ),
-    ] = None,
+    timeout: _RequestTimeout = 300.0,
+    warmup: _Warmup = None,
     seed: Seed = 0,
     protocol: ClientProtocolName = None,
     trace: TraceFile = None,
@@ -231,9 +238,8 @@ def bench(
     target_sla = _sla(sla, ttft_ms, tpot_ms)
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
     options = LoadOptions(timeout_s=timeout)
-    check_endpoint(
-        endpoint, timeout
-    )  # an unreachable URL fails here, before any progress bar is drawn
+    # An unreachable URL fails here, before any progress bar is drawn.
+    check_endpoint(endpoint, timeout)
     metrics = _run_with_progress(endpoint, workload, options, target_sla)
     metrics.extra["protocol"] = workload.protocol
     if json_out:

@@ -34,6 +34,40 @@ _ENGINE_HELP = (
     f"Serving engine planned for, one per plan: {', '.join(knobs.get('engine').choices or ())}"
 )
 
+# plan's own multi-line options, declared here so its signature reads one line per flag.
+_TargetRate = Annotated[
+    float | None,
+    typer.Option(
+        callback=finite_positive,
+        max=MAX_RATE_RPS,
+        help=f"Target Poisson rate, req/s, at most {MAX_RATE_RPS:.0f}",
+    ),
+]
+_TargetUsers = Annotated[
+    int | None,
+    typer.Option(min=1, max=MAX_PLAN_USERS, help=f"Target closed-loop users, 1..{MAX_PLAN_USERS}"),
+]
+_ThinkTime = Annotated[
+    float,
+    typer.Option(
+        min=0, max=MAX_SECONDS, help=f"Seconds a user waits between requests, 0..{MAX_SECONDS:g}"
+    ),
+]
+_MaxGpusPerReplica = Annotated[
+    int,
+    typer.Option(
+        min=1, max=MAX_GPUS_PER_REPLICA, help=f"Largest TP size tried, 1..{MAX_GPUS_PER_REPLICA}"
+    ),
+]
+_Headroom = Annotated[
+    float,
+    typer.Option(min=0, max=MAX_HEADROOM, help=f"Spare capacity fraction, 0..{MAX_HEADROOM:g}"),
+]
+_ProbeRequests = Annotated[
+    int,
+    typer.Option(min=1, max=MAX_REQUESTS, help=f"Requests simulated per probe, 1..{MAX_REQUESTS}"),
+]
+
 _FLAGS = {
     "rate_rps": "--rate",
     "users": "--users",
@@ -200,55 +234,33 @@ def _target_text(req: PlanRequest) -> str:
     return f"{req.users} users, {req.think_time_s:g} s think time"
 
 
+def _print_plan(req: PlanRequest, result: PlanResult, folder: Path) -> None:
+    """The plan on the terminal: its target, the ranked table, each kind's fit and the summary."""
+    on = engine_words(req.engine)
+    console.print(escape(f"{req.model.name} on {on}, SLA {req.sla.name}, {_target_text(req)}"))
+    console.print(_table(result))
+    for line in _kind_lines(result):
+        console.print(escape(line), highlight=False)
+    for line in summary_lines(result):
+        console.print(escape(line), highlight=False)
+    console.print(f"planned in {result.elapsed_s:.1f} s; run folder: {escape(str(folder))}")
+
+
 @app.command("plan")
 @guarded
 def plan_command(
     model: Annotated[str, typer.Option(help="Model name, YAML card or HF config.json")],
     sla: Annotated[str, typer.Option(help="SLA preset name or YAML")] = "chat",
-    rate: Annotated[
-        float | None,
-        typer.Option(
-            callback=finite_positive,
-            max=MAX_RATE_RPS,
-            help=f"Target Poisson rate, req/s, at most {MAX_RATE_RPS:.0f}",
-        ),
-    ] = None,
-    users: Annotated[
-        int | None,
-        typer.Option(
-            min=1, max=MAX_PLAN_USERS, help=f"Target closed-loop users, 1..{MAX_PLAN_USERS}"
-        ),
-    ] = None,
-    think_time: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            max=MAX_SECONDS,
-            help=f"Seconds a user waits between requests, 0..{MAX_SECONDS:g}",
-        ),
-    ] = 0.0,
+    rate: _TargetRate = None,
+    users: _TargetUsers = None,
+    think_time: _ThinkTime = 0.0,
     gpus: Annotated[str, typer.Option(help="GPU profiles, comma-separated, or 'all'")] = "all",
     prices: Annotated[Path | None, typer.Option(help="Price table YAML (default: shipped)")] = None,
-    max_gpus_per_replica: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=MAX_GPUS_PER_REPLICA,
-            help=f"Largest TP size tried, 1..{MAX_GPUS_PER_REPLICA}",
-        ),
-    ] = 8,
-    headroom: Annotated[
-        float,
-        typer.Option(min=0, max=MAX_HEADROOM, help=f"Spare capacity fraction, 0..{MAX_HEADROOM:g}"),
-    ] = DEFAULT_HEADROOM,
+    max_gpus_per_replica: _MaxGpusPerReplica = 8,
+    headroom: _Headroom = DEFAULT_HEADROOM,
     isl: InputTokens = 1024,
     osl: OutputTokens = 256,
-    num_requests: Annotated[
-        int,
-        typer.Option(
-            min=1, max=MAX_REQUESTS, help=f"Requests simulated per probe, 1..{MAX_REQUESTS}"
-        ),
-    ] = 200,
+    num_requests: _ProbeRequests = 200,
     space: Annotated[str, typer.Option(help="Search space name or YAML")] = "default",
     engine: Annotated[str, typer.Option(help=_ENGINE_HELP)] = "vllm",
     trace: TraceFile = None,
@@ -295,14 +307,7 @@ def plan_command(
         doc["run_dir"] = str(folder)
         typer.echo(json.dumps(doc))
     else:
-        on = engine_words(req.engine)
-        console.print(escape(f"{req.model.name} on {on}, SLA {req.sla.name}, {_target_text(req)}"))
-        console.print(_table(result))
-        for line in _kind_lines(result):
-            console.print(escape(line), highlight=False)
-        for line in summary_lines(result):
-            console.print(escape(line), highlight=False)
-        console.print(f"planned in {result.elapsed_s:.1f} s; run folder: {escape(str(folder))}")
+        _print_plan(req, result, folder)
     if not result.ok:
         raise NoFeasibleConfigError(
             f"no GPU kind meets the SLA for {_target_text(req)}; see {folder / 'plan.csv'}"
