@@ -26,6 +26,14 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "tuner", *args]
 
 
+def _default_signals() -> None:
+    """In the child: the stop signals at their defaults, whatever the test runner inherited (a
+    suite started under `nohup` ignores SIGHUP, a background job SIGINT, and a process keeps
+    a signal it was started ignoring)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _trials(run: Path) -> list[optuna.trial.FrozenTrial]:
     if not (run / "run.yaml").is_file():  # opening the journal first would create it
         return []
@@ -52,6 +60,7 @@ def test_a_stop_signal_mid_tune_writes_the_finished_trials_and_resume_completes(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_signals,
     )
     deadline = time.time() + 120
     while _finished(run) < 6 and time.time() < deadline and proc.poll() is None:
@@ -88,7 +97,11 @@ def test_a_stop_signal_mid_tune_writes_the_finished_trials_and_resume_completes(
 def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
     # Stop it at once: the commands' imports take about a second, this lands inside them.
     proc = subprocess.Popen(
-        _cli("tune", "--help"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        _cli("tune", "--help"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,
     )
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
