@@ -106,7 +106,9 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:
+    if proc.returncode == 0 or "Usage" in out:
+        # The imports and the help finished before the signal (a fast machine): the signal
+        # landed in the interpreter's teardown, which is not what this test is about.
         pytest.skip("the imports finished before the signal (a fast machine)")
     assert proc.returncode == 130, err
     assert "Traceback" not in err

@@ -10,6 +10,7 @@ Kept free of heavy imports: it guards the second or so in which the commands imp
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -53,5 +54,9 @@ def quiet_interrupt() -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
+        sys.stdout.flush()
         sys.stderr.flush()
-        raise SystemExit(INTERRUPT_EXIT) from None
+        # A SystemExit raised while an interrupted import unwinds can still end the process as
+        # an unhandled KeyboardInterrupt (status -SIGINT, not 130); nothing has been computed
+        # this early (a running command saves its work in its own handler), so exit at once.
+        os._exit(INTERRUPT_EXIT)
