@@ -28,14 +28,18 @@ from tuner.specs import EngineConfig, Workload
 
 
 @contextmanager
-def smollm2_server(max_num_seqs: int, log: str) -> Iterator[str]:
-    """A running SmolLM2 vLLM server's URL; stopped (whole process group) on exit."""
+def smollm2_server(
+    max_num_seqs: int, log: str, config: EngineConfig | None = None, max_model_len: int = 1024
+) -> Iterator[str]:
+    """A running SmolLM2 vLLM server's URL (`config`, else vLLM's defaults with `max_num_seqs`);
+    stopped (whole process group) on exit."""
     port = free_port()
-    config, _ = for_platform(EngineConfig(max_num_seqs=max_num_seqs), is_cpu_build())
+    base = config or EngineConfig(max_num_seqs=max_num_seqs)
+    config, _ = for_platform(base, is_cpu_build())
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
            *serve_args(config, str(ensure_smollm2())), "--port", str(port), "--host",
            "127.0.0.1", "--served-model-name", "smollm2-135m",
-           "--max-model-len", "1024"]  # fmt: skip
+           "--max-model-len", str(max_model_len)]  # fmt: skip
     server = ServerProcess(cmd, env=server_env(1.0, "0-1"), log_path=Path(log))
     server.start()
     try:

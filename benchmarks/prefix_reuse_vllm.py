@@ -22,16 +22,13 @@ import urllib.request
 from pathlib import Path
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
+from closed_loop_vllm import smollm2_server
 
 from tuner import catalog
-from tuner.backends.server_process import ServerProcess, free_port
-from tuner.backends.vllm_platform import server_env
+from tuner.backends import prometheus_text as prom
 from tuner.bench.loadgen import Endpoint, run_workload
 from tuner.bench.trace_plan import at_recorded_speed
-from tuner.export.vllm import serve_args
 from tuner.perf.predict import predict_metrics
-from tuner.real_model import ensure_smollm2
 from tuner.specs import SLA, Context, EngineConfig, Metrics, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,33 +37,19 @@ BLOCK = 128  # the CPU build's KV block (tuner.backends.vllm_platform)
 
 
 def _counters(url: str) -> dict[str, float]:
-    """The server's prefix-cache counters, parsed by prometheus_client."""
+    """The server's prefix-cache counters (tuner's /metrics reader, prometheus_client's parser)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:  # noqa: S310 (loopback)
-        text = r.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name in ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries"):
-            out[family.name] = sum(s.value for s in family.samples if s.name.endswith("_total"))
-    return out
+        samples = prom.parse(r.read().decode())
+    names = ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")
+    return {name: prom.total(samples, name) or 0.0 for name in names}
 
 
 def _measure(config: EngineConfig, wl: Workload, log: str) -> tuple[Metrics, float | None]:
     """One server with `config`, the trace replayed once; (metrics, server hit rate)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-           *serve_args(config, str(ensure_smollm2())), "--port", str(port), "--host",
-           "127.0.0.1", "--served-model-name", "smollm2-135m",
-           "--max-model-len", "4096"]  # fmt: skip
-    server = ServerProcess(cmd, env=server_env(1.0, "0-1"), log_path=Path(log))
-    server.start()
-    try:
-        url = f"http://127.0.0.1:{port}"
-        server.wait_ready(f"{url}/health", timeout_s=600)
+    with smollm2_server(0, log, config=config, max_model_len=4096) as url:
         before = _counters(url)
         m = run_workload(Endpoint(url, model="smollm2-135m"), wl)
         after = _counters(url)
-    finally:
-        server.stop()
     queries = after.get("vllm:prefix_cache_queries", 0) - before.get("vllm:prefix_cache_queries", 0)
     hits = after.get("vllm:prefix_cache_hits", 0) - before.get("vllm:prefix_cache_hits", 0)
     return m, (hits / queries if queries else None)
