@@ -64,7 +64,7 @@ REPORTED_NAMES = [
 
 # Close strings of other chips: their numbers differ, so they must not borrow a profile.
 UNKNOWN_NAMES = [
-    ("NVIDIA GB300", 277.0),
+    ("NVIDIA GB400", 277.0),
     ("AMD Instinct MI308X", 192.0),
     ("AMD Radeon RX 7900 XTX", 24.0),
     ("Matrox G200", None),
@@ -149,8 +149,8 @@ def test_unknown_names_match_nothing(reported: str, memory: float | None) -> Non
 
 
 def test_unknown_profile_name_is_still_one_clear_error() -> None:
-    with pytest.raises(InputError, match="unknown GPU profile 'NVIDIA GB300'"):
-        catalog.load_gpu("NVIDIA GB300")
+    with pytest.raises(InputError, match="unknown GPU profile 'NVIDIA GB400'"):
+        catalog.load_gpu("NVIDIA GB400")
 
 
 def test_unmatched_local_gpu_still_asks_for_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,6 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "metrics",
         "calibration_schema",
         "specs",
+        "deployment",
         "sla",
         "yaml_read",
         "result_io",

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from tuner.deployment import NodeProfile
 from tuner.errors import InputError, echo
 from tuner.specs import SLA, GPUProfile, ModelSpec, SearchSpace
 from tuner.yaml_read import is_dir, is_file, load_yaml_model, path_exists
@@ -20,6 +21,8 @@ __all__ = [
     "load_gpu",
     "load_hf_config",
     "load_model",
+    "load_node",
+    "node_for_gpu",
     "load_search_space",
     "load_sla",
     "all_gpus",
@@ -36,6 +39,7 @@ _KINDS: dict[str, type[BaseModel]] = {
     "models": ModelSpec,
     "search_spaces": SearchSpace,
     "slas": SLA,
+    "node_profiles": NodeProfile,
 }
 
 _KIND_WORD = {
@@ -43,6 +47,7 @@ _KIND_WORD = {
     "models": "model",
     "search_spaces": "search space",
     "slas": "SLA preset",
+    "node_profiles": "node profile",
 }
 
 
@@ -118,6 +123,22 @@ def load_model(name: str) -> ModelSpec:
     obj = _lookup("models", name)
     assert isinstance(obj, ModelSpec)
     return obj
+
+
+def load_node(name: str) -> NodeProfile:
+    """A node profile by catalog name or YAML path."""
+    obj = _lookup("node_profiles", name)
+    assert isinstance(obj, NodeProfile)
+    return obj
+
+
+def node_for_gpu(gpu: GPUProfile) -> NodeProfile | None:
+    """The catalog node built from `gpu` (first by name), or None when the catalog has none."""
+    for name in list_names("node_profiles"):
+        node = load_node(name)
+        if node.gpu == gpu.name:
+            return node
+    return None
 
 
 def load_search_space(name: str) -> SearchSpace:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tuner.bench.trace_plan import workload_plan
 from tuner.perf.costs import StepCostModel, step_cost_model
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.engines import EngineModel, engine_model
-from tuner.perf.memory import GIB, plan_memory, replica_gpus, replica_shape
+from tuner.perf.memory import GIB, MemoryPlan, plan_memory, replica_gpus, replica_shape
 from tuner.perf.precision import DRAFT_QUANTIZATION
 from tuner.perf.prefix_sim import prefix_metrics
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
@@ -17,7 +19,15 @@ from tuner.perf.summary import summarize
 from tuner.specs import Context, EngineConfig, Metrics, Workload, draft_to_load
 from tuner.validity import invalid_reason
 
-__all__ = ["NGRAM", "closed_loop_cycle_s", "predict_metrics", "speculation_for", "sim_requests"]
+__all__ = [
+    "NGRAM",
+    "EngineSetup",
+    "closed_loop_cycle_s",
+    "engine_setup",
+    "predict_metrics",
+    "speculation_for",
+    "sim_requests",
+]
 
 BACKEND = "sim"
 
@@ -78,24 +88,27 @@ def sim_requests(
     return requests_from_plan(plan, ramp)
 
 
-def predict_metrics(
+@dataclass(frozen=True)
+class EngineSetup:
+    """One engine variant ready to simulate: memory plan, step costs, speculation, limits."""
+
+    plan: MemoryPlan
+    target: StepCostModel
+    spec: Speculation | None
+    limits: SchedulerLimits
+    engine: EngineModel
+
+
+def engine_setup(
     config: EngineConfig,
     ctx: Context,
-    eff: Efficiency | None = None,
-    workload: Workload | None = None,
+    wl: Workload,
+    eff: Efficiency,
     *,
     batch_wait: tuple[int, int] = (0, 0),
     engine: EngineModel | None = None,
-) -> Metrics:
-    """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
-
-    The variant's `engine` knob picks the scheduler and overheads replayed (tuner.perf.engines);
-    `batch_wait=(iters, tokens)` turns on TensorRT-LLM's batch waiting (off by default there);
-    `engine` replays another behaviour record than the knob's (a benchmark's recorded setup).
-    `eff=None` uses the constants of `ctx.gpu` (its calibration, else the defaults).
-    """
-    eff = resolve_efficiency(eff, ctx.gpu)
-    wl = workload or ctx.workload
+) -> EngineSetup | Metrics:
+    """What simulating `config` needs, or infeasible Metrics saying why it cannot run."""
     reason = invalid_reason(config, ctx)  # the rules predict and tune refuse with
     if reason:
         return Metrics.infeasible(reason, BACKEND)
@@ -114,7 +127,6 @@ def predict_metrics(
     # DP ranks schedule independently; the replica holds DP times one rank's limits.
     tp, dp = replica_shape(config)
     engine = engine or engine_model(config.engine, tp, ctx.gpu.memory_gib)
-    requests = sim_requests(wl, target, spec, config.max_num_seqs * dp, eff.request_overhead_s)
     limits = SchedulerLimits(
         max_num_seqs=config.max_num_seqs * dp,
         max_num_batched_tokens=config.max_num_batched_tokens * dp,
@@ -130,6 +142,33 @@ def predict_metrics(
         engine=engine,
         dp_ranks=dp,
     )
+    return EngineSetup(plan, target, spec, limits, engine)
+
+
+def predict_metrics(
+    config: EngineConfig,
+    ctx: Context,
+    eff: Efficiency | None = None,
+    workload: Workload | None = None,
+    *,
+    batch_wait: tuple[int, int] = (0, 0),
+    engine: EngineModel | None = None,
+) -> Metrics:
+    """Predict what `config` does under `workload` (default `ctx.workload`); infeasible with why.
+
+    The variant's `engine` knob picks the scheduler and overheads replayed (tuner.perf.engines);
+    `batch_wait=(iters, tokens)` turns on TensorRT-LLM's batch waiting (off by default there);
+    `engine` replays another behaviour record than the knob's (a benchmark's recorded setup).
+    `eff=None` uses the constants of `ctx.gpu` (its calibration, else the defaults).
+    """
+    eff = resolve_efficiency(eff, ctx.gpu)
+    wl = workload or ctx.workload
+    setup = engine_setup(config, ctx, wl, eff, batch_wait=batch_wait, engine=engine)
+    if isinstance(setup, Metrics):
+        return setup
+    plan, target, spec = setup.plan, setup.target, setup.spec
+    limits, engine = setup.limits, setup.engine
+    requests = sim_requests(wl, target, spec, limits.max_num_seqs, eff.request_overhead_s)
     result = simulate(requests, limits, target, spec)
     unfinished = int((~np.isfinite(result.finish_s)).sum())
     if unfinished:

@@ -81,6 +81,9 @@ class RequestSet:
     user_start_s: np.ndarray | None = None  # closed loop: when each user sends its first request
     warmup: int = 0  # requests [0, warmup) run but are left out of the statistics
     blocks: BlockHashes | None = None  # prompts as block hash ids: the prefix cache's keys
+    # Prompt tokens whose KV arrives already computed (a disaggregated decode worker receives
+    # them from a prefill worker): the prefill starts there, as after a prefix-cache hit.
+    preloaded: np.ndarray | None = None
 
     @property
     def count(self) -> int:
