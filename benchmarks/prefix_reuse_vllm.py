@@ -55,10 +55,10 @@ def _measure(config: EngineConfig, wl: Workload, log: str) -> tuple[Metrics, flo
     return m, (hits / queries if queries else None)
 
 
-def _simulate(config: EngineConfig, wl: Workload) -> Metrics:
+def _simulate(config: EngineConfig, wl: Workload, profile: str) -> Metrics:
     ctx = Context(
         model=catalog.load_model("smollm2-135m"),
-        gpu=catalog.load_gpu(str(PROFILE)),
+        gpu=catalog.load_gpu(profile),
         sla=SLA(),
         workload=wl,
         num_gpus=1,
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=5)
     ap.add_argument("--log", default="/tmp/prefix_reuse_vllm.log")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--gpu", default=str(PROFILE), help="calibrated profile the simulator uses")
     args = ap.parse_args(argv)
     spec = {"preset": "chat", "sessions": args.sessions, "turns": args.turns,
             "session_rate_per_s": 0.5, "think_time_s": 3.0, "system_prompt_tokens": 512,
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             config = EngineConfig(block_size=BLOCK, max_num_seqs=128, max_num_batched_tokens=2048,
                                   enable_prefix_caching=on)  # fmt: skip
             measured, server_hit = _measure(config, wl, args.log)
-            sim = _simulate(config, wl)
+            sim = _simulate(config, wl, args.gpu)
             rows.append(_row(on, measured, server_hit, sim))
     ratio_measured = _ratio(rows, "ttft_p50_measured_ms")
     ratio_sim = _ratio(rows, "ttft_p50_sim_ms")

@@ -32,9 +32,15 @@ from tuner.perf.load import (
 from tuner.perf.memory import replica_gpus
 from tuner.perf.predict import predict_metrics
 from tuner.sla import SLA_HEADROOM, meets_sla, tightened
-from tuner.specs import SLA, Context, EngineConfig, Metrics
+from tuner.specs import SLA, Context, EngineConfig, Metrics, Workload
 
-__all__ = ["find_capacity", "max_rate_meeting_sla", "measured_capacity", "sim_capacity"]
+__all__ = [
+    "find_capacity",
+    "max_rate_meeting_sla",
+    "measured_capacity",
+    "predicted_capacity",
+    "sim_capacity",
+]
 
 
 # The lowest rate probed, as a fraction of the saturated rate (effectively one request at a time).
@@ -258,15 +264,40 @@ def sim_capacity(
     does, so the miss can be reported); infeasible when the variant cannot run at all.
     """
     eff = resolve_efficiency(eff, ctx.gpu)
+
+    def band(m: Metrics) -> Band:
+        return band_for(ctx.gpu, grid_point(config, ctx.workload, m))
+
+    return predicted_capacity(
+        lambda wl: predict_metrics(config, ctx, eff, wl),
+        replica_gpus(config),  # GPUs of the replica: per-GPU rates divide by it
+        ctx,
+        mode=mode,
+        budget=budget,
+        operating_point=operating_point,
+        band=band,
+    )
+
+
+def predicted_capacity(
+    predict: Callable[[Workload], Metrics],
+    gpus: int,
+    ctx: Context,
+    *,
+    mode: LoadMode = "rate",
+    budget: ProbeBudget | None = None,
+    operating_point: bool = True,
+    band: Callable[[Metrics], Band] | None = None,
+) -> tuple[Capacity, Metrics]:
+    """Capacity search over a simulated deployment of `gpus` GPUs: `predict(workload)` runs it."""
     wl = ctx.workload
-    tp = replica_gpus(config)  # GPUs of the replica: per-GPU rates divide by it
     # Saturation: every measured request's user starts at once, no warm-up (an offline burst).
     burst = workload_at(wl, "users", wl.measured_requests).model_copy(
         update={"warmup_requests": 0, "ramp_s": 0.0}
     )
-    saturated = predict_metrics(config, ctx, eff, burst)
+    saturated = predict(burst)
     if not saturated.feasible or saturated.requests_per_s <= 0:
-        return Capacity(mode=mode, tensor_parallel_size=tp), saturated
+        return Capacity(mode=mode, tensor_parallel_size=gpus), saturated
     if mode == "rate":
         sat = saturated.requests_per_s
         # Past the saturated rate the queue grows without bound (no steady state), however good
@@ -281,11 +312,8 @@ def sim_capacity(
         at = workload_at(wl, mode, load)
         if mode == "rate":
             at = steady_sized(at, load * residence_s)
-        runs[load] = predict_metrics(config, ctx, eff, at)
+        runs[load] = predict(at)
         return runs[load]
-
-    def band(m: Metrics) -> Band:
-        return band_for(ctx.gpu, grid_point(config, wl, m))
 
     # Without a latency bound every load passes: capacity is the saturated end of the bracket.
     cap, failed = find_capacity(
@@ -294,7 +322,7 @@ def sim_capacity(
         mode=mode,
         low=low,
         high=high,
-        tensor_parallel_size=tp,
+        tensor_parallel_size=gpus,
         budget=budget,
         operating_point=operating_point,
         band=band,

@@ -31,8 +31,10 @@ import numpy as np
 from tuner.bench.trace_plan import workload_plan
 from tuner.deployment import Deployment, NodeProfile
 from tuner.errors import InputError
+from tuner.perf.capacity import predicted_capacity
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.engines import EngineModel
+from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.perf.memory import config_kv_bytes_per_token
 from tuner.perf.predict import BACKEND, EngineSetup, closed_loop_cycle_s, engine_setup
 from tuner.perf.prefix_sim import prefix_metrics
@@ -40,7 +42,14 @@ from tuner.perf.scheduler import RequestSet, SimResult, requests_from_plan, simu
 from tuner.perf.summary import summarize
 from tuner.specs import Context, GPUProfile, Metrics, ModelSpec, Workload
 
-__all__ = ["HandoffLink", "handoff_link", "handoff_s", "predict_disagg", "simulate_disagg"]
+__all__ = [
+    "HandoffLink",
+    "disagg_capacity",
+    "handoff_link",
+    "handoff_s",
+    "predict_disagg",
+    "simulate_disagg",
+]
 
 GIGA = 1e9
 MS = 1e3
@@ -278,3 +287,25 @@ def predict_disagg(
         }
     )
     return metrics
+
+
+def disagg_capacity(
+    deployment: Deployment,
+    ctx: Context,
+    *,
+    node: NodeProfile | None = None,
+    eff: Efficiency | None = None,
+    mode: LoadMode = "rate",
+    budget: ProbeBudget | None = None,
+    operating_point: bool = True,
+) -> tuple[Capacity, Metrics]:
+    """The simulator's capacity search for a disaggregated deployment (per GPU of both pools)."""
+    eff = resolve_efficiency(eff, ctx.gpu)
+    return predicted_capacity(
+        lambda wl: predict_disagg(deployment, ctx, node=node, eff=eff, workload=wl),
+        deployment.gpus,
+        ctx,
+        mode=mode,
+        budget=budget,
+        operating_point=operating_point,
+    )
