@@ -21,7 +21,7 @@ from tuner.knobs.models import Strict
 from tuner.model_spec import Name
 from tuner.specs import EngineConfig
 
-__all__ = ["LAYOUT_FIELDS", "Deployment", "NodeProfile", "Pool"]
+__all__ = ["LAYOUT_FIELDS", "Deployment", "DeploymentFile", "NodeProfile", "Pool", "PoolFile"]
 
 # What may differ between the prefill and the decode pool: layout and batch limits.
 LAYOUT_FIELDS = frozenset(
@@ -112,3 +112,32 @@ def _pool_text(pool: Pool, phase: str) -> str:
     if c.expert_parallel:
         parts.append("ep")
     return f"{pool.workers}{phase}({' '.join(parts)})"
+
+
+class PoolFile(Strict):
+    """A pool as a user writes it: its workers and what its layout changes from the variant."""
+
+    workers: int = Field(ge=1, le=1024, description="Engine replicas in the pool")
+    tensor_parallel_size: int | None = Field(default=None, ge=1, le=1024)
+    data_parallel_size: int | None = Field(default=None, ge=1, le=1024)
+    expert_parallel: bool | None = None
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+
+    def pool(self, base: EngineConfig) -> Pool:
+        """The pool: `base` (the variant's knobs) with this file's layout on top."""
+        changes = self.model_dump(exclude={"workers"}, exclude_none=True)
+        config = EngineConfig(**{**base.model_dump(), **changes})
+        return Pool(workers=self.workers, config=config)
+
+
+class DeploymentFile(Strict):
+    """A `--deployment` YAML: the prefill and decode pools, and optionally the node profile."""
+
+    prefill: PoolFile
+    decode: PoolFile
+    node: Name | None = Field(default=None, description="Node profile (catalog name or YAML)")
+
+    def build(self, base: EngineConfig) -> Deployment:
+        """The deployment of the variant `base` laid out as this file says."""
+        return Deployment(prefill=self.prefill.pool(base), decode=self.decode.pool(base))

@@ -1,4 +1,4 @@
-"""Catalog commands: profiles, models, spaces, slas, detect."""
+"""Catalog commands: profiles, nodes, models, spaces, slas, detect."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from tuner import catalog, knobs
 from tuner.cli.app import app, guarded
 from tuner.cli.output import print_json, print_rows, say
+from tuner.deployment import NodeProfile
 from tuner.detect import detect_gpus
 from tuner.errors import InputError
 from tuner.specs import GPUProfile, IntRange, ModelSpec
@@ -41,6 +42,14 @@ _GPU_COLUMNS: tuple[tuple[str, Callable[[GPUProfile], str]], ...] = (
     ("int4 TOPS", lambda g: _fmt(g.int4_tops)),
     ("NVLink GB/s", lambda g: _fmt(g.nvlink_gbps)),
     ("TDP W", lambda g: f"{g.tdp_w:g}"),
+)
+_NODE_COLUMNS: tuple[tuple[str, Callable[[NodeProfile], str]], ...] = (
+    ("name", lambda n: n.name),
+    ("gpu", lambda n: n.gpu),
+    ("GPUs/node", lambda n: str(n.gpus_per_node)),
+    ("NIC Gb/s per GPU", lambda n: f"{n.nic_gbps:g}"),
+    ("NIC latency us", lambda n: f"{n.nic_latency_us:g}"),
+    ("system", lambda n: n.display_name),
 )
 _MODEL_COLUMNS: tuple[tuple[str, Callable[[ModelSpec], str]], ...] = (
     ("name", lambda m: m.name),
@@ -72,6 +81,20 @@ def profiles(as_json: JsonFlag = False) -> None:
     columns = [header for header, _ in _GPU_COLUMNS]
     rows = [[cell(g) for _, cell in _GPU_COLUMNS] for g in gpus]
     print_rows("GPU profiles (dense tensor-core peaks)", columns, rows, left=2)
+
+
+@app.command()
+@guarded
+def nodes(as_json: JsonFlag = False) -> None:
+    """List the node profiles: GPUs per node and the scale-out NIC each GPU has."""
+    items = [catalog.load_node(n) for n in catalog.list_names("node_profiles")]
+    if _printed_as_json(items, as_json):
+        return
+    columns = [header for header, _ in _NODE_COLUMNS]
+    rows = [[cell(n) for _, cell in _NODE_COLUMNS] for n in items]
+    print_rows(
+        "Node profiles (scale-up domain: the GPU profile's nvlink_domain)", columns, rows, left=2
+    )
 
 
 @app.command()
@@ -164,6 +187,7 @@ _KIND_LOADERS = {
     "model": catalog.load_model,
     "space": catalog.load_search_space,
     "sla": catalog.load_sla,
+    "node": catalog.load_node,
 }
 
 
@@ -176,7 +200,7 @@ def _loader(kind: str) -> Callable[[str], BaseModel]:
 @app.command()
 @guarded
 def show(
-    kind: str = typer.Argument(..., help="gpu, model, space or sla"),
+    kind: str = typer.Argument(..., help="gpu, model, space, sla or node"),
     name: str = typer.Argument(..., help="Catalog name, NVML alias, YAML path or HF config.json"),
 ) -> None:
     """Print one catalog entry as YAML (with derived numbers for models)."""
@@ -192,7 +216,7 @@ def show(
 @guarded
 def validate(
     path: Path = typer.Argument(..., help="YAML file (or HF config.json for --kind model)"),
-    kind: str = typer.Option(..., "--kind", "-k", help="gpu, model, space or sla"),
+    kind: str = typer.Option(..., "--kind", "-k", help="gpu, model, space, sla or node"),
 ) -> None:
     """Check a user-written YAML file against its schema; one line per problem, exit 2 if bad."""
     obj = _loader(kind)(str(path))

@@ -6,12 +6,13 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from tuner.backends import BACKENDS, evaluate_request
 from tuner.bench.protocols import protocol_line
 from tuner.cli.app import app, console, guarded
+from tuner.cli.deployment_cmd import DeploymentPath, NodeName, predict_deployment
 from tuner.cli.knob_flags import knob_options
+from tuner.cli.latency_table import band_text, latency_table
 from tuner.cli.options import (
     AcceptanceRate,
     BackendName,
@@ -44,34 +45,9 @@ from tuner.specs import EngineConfig, GPUProfile, Metrics, Workload
 __all__ = ["predict"]
 
 
-def _pm(m: Metrics, quantity: str) -> str:
-    """' +- 12%' when the prediction carries an error band for `quantity` (sim only)."""
-    band = m.extra.get(f"{quantity}_band_pct")
-    return f" +- {band:.0f}%" if isinstance(band, float | int) else ""
-
-
-def _table(m: Metrics, title: str) -> Table:
-    t = Table(title=title)
-    t.add_column("latency (ms)")
-    banded = "ttft_band_pct" in m.extra
-    for col in ("mean", "P50", "P90", "P95", "P99", *(("band",) if banded else ())):
-        t.add_column(col, justify="right")
-    # ITL is the decode step the TPOT band describes; the queue time has no validation rows.
-    for label, p, q in (
-        ("TTFT", m.ttft_ms, "ttft"),
-        ("TPOT", m.tpot_ms, "tpot"),
-        ("ITL", m.itl_ms, "tpot"),
-        ("E2E", m.e2e_ms, "e2e"),
-        ("queue", m.queue_ms, ""),
-    ):
-        band = (_pm(m, q).strip() or "-",) if banded else ()
-        t.add_row(label, *(f"{v:.2f}" for v in (p.mean, p.p50, p.p90, p.p95, p.p99)), *band)
-    return t
-
-
 def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
     lines = [
-        f"throughput: {m.output_tokens_per_s:.1f} output tok/s{_pm(m, 'throughput')} "
+        f"throughput: {m.output_tokens_per_s:.1f} output tok/s{band_text(m, 'throughput')} "
         f"({m.output_tokens_per_s_per_gpu:.1f} per GPU), {m.total_tokens_per_s:.1f} total tok/s, "
         f"{m.requests_per_s:.2f} req/s, goodput {m.goodput_rps:.2f} req/s",
         f"memory: weights {m.weights_gib:.2f} GiB/GPU, KV capacity {m.kv_capacity_tokens} tokens, "
@@ -92,7 +68,7 @@ def _summary_lines(m: Metrics, wl: Workload, config: EngineConfig) -> list[str]:
     if "capacity_rps_per_gpu" in m.extra:
         lines.append(
             f"capacity meeting the SLA: {m.extra['capacity_rps_per_gpu']:.2f} req/s per GPU"
-            f"{_pm(m, 'capacity')}"
+            f"{band_text(m, 'capacity')}"
         )
     lines.extend(trace_lines(m.extra, wl, replica_gpus(config)))
     if m.extra.get("band_source"):
@@ -128,12 +104,16 @@ def predict(
     backend: BackendName = "sim",
     model_path: ModelPath = None,
     compile_step: CompileStep = False,
+    deployment: DeploymentPath = None,
+    node: NodeName = None,
     as_json: JsonObject = False,
     knob_flags: dict[str, str | None] | None = None,
 ) -> None:
     """Predict (or, with --backend torch|vllm, measure) one variant under one workload."""
     if backend not in BACKENDS:
         raise InputError(f"--backend {echo(backend)} is not one of: {', '.join(BACKENDS)}")
+    if (deployment is not None or node is not None) and backend != "sim":
+        raise InputError("--deployment and --node are predicted by the simulator (--backend sim)")
     profile: str | GPUProfile | None = gpu
     if profile is None:
         profile, note = local_gpu_profile(backend)
@@ -157,6 +137,9 @@ def predict(
         kind=workload_kind,
         protocol=protocol,
     )
+    if deployment is not None:
+        predict_deployment(config, ctx, deployment, node, as_json)
+        return
     metrics = evaluate_request(
         config, ctx, backend=backend, model_path=model_path, compile_step=compile_step
     )
@@ -176,6 +159,6 @@ def predict(
     if not metrics.feasible:  # a measured reason may quote the server: cell() escapes it
         console.print(f"{title}: infeasible: {cell(metrics.reason or '')}", highlight=False)
         return
-    print_table(_table(metrics, title))
+    print_table(latency_table(metrics, title))
     for line in _summary_lines(metrics, ctx.workload, config):
         say(line)

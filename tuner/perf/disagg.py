@@ -83,7 +83,7 @@ def handoff_link(
         raise InputError(
             f"the deployment needs {deployment.gpus} GPUs, more than one {gpu.name} scale-up "
             f"domain ({gpu.nvlink_domain}), and no node profile gives the network between them: "
-            "pass --node (see `tuner list nodes`)"
+            "pass --node (see `tuner nodes`)"
         )
     return HandoffLink(
         f"{node.nic_gbps:g} Gb/s NIC ({node.name})",
