@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tuner import catalog
 from tuner.answer.card import AnswerCard, Explanations, answer_card
 from tuner.answer.picks import EnginePick, engine_picks
 from tuner.explain.sensitivity import knob_sensitivity
 from tuner.explain.sla_cost import sla_cost_curve
 from tuner.run_spec import RunSpec
+from tuner.search.deployments import DeploymentChoice, compare_deployments
 from tuner.search.pareto import ParetoResult
 from tuner.search.trials import TrialRecord
 
@@ -29,6 +31,7 @@ class AnalysedRun:
     picks: dict[str, EnginePick | str] | None = None  # None: nothing is recommended
     explained: Explanations = field(default_factory=Explanations)
     card: AnswerCard | None = None
+    deployments: DeploymentChoice | None = None  # aggregated vs disaggregated (simulated)
 
 
 def _explain(spec: RunSpec, rec: TrialRecord | None, result: ParetoResult) -> Explanations:
@@ -39,6 +42,21 @@ def _explain(spec: RunSpec, rec: TrialRecord | None, result: ParetoResult) -> Ex
     return Explanations(
         sensitivity=knob_sensitivity(rec.config, ctx, spec.space, mode),
         sla_cost=sla_cost_curve(rec.config, ctx, mode),
+    )
+
+
+def _deployments(spec: RunSpec, rec: TrialRecord | None, mode: str) -> DeploymentChoice | None:
+    """A simulated rate-mode run's recommendation against disaggregated deployments of it."""
+    if mode != "capacity" or spec.backend != "sim" or spec.capacity_load != "rate":
+        return None
+    if rec is None or rec.config is None or rec.capacity is None:
+        return None
+    ctx = spec.context()
+    if ctx.num_gpus < 2:
+        return None
+    node = catalog.node_for_gpu(ctx.gpu)
+    return compare_deployments(
+        rec.config, ctx, node, aggregated_rps_per_gpu=rec.capacity.rps_per_gpu
     )
 
 
@@ -60,4 +78,5 @@ def analyse_run(
         picks=engine_picks(records, result, spec) if rec is not None else None,
         explained=explained,
         card=answer_card(rec, spec.sla.percentile, explained) if rec is not None else None,
+        deployments=_deployments(spec, rec, result.mode),
     )

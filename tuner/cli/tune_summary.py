@@ -19,8 +19,10 @@ from tuner.export.registry import engine_label, engine_words
 from tuner.knobs.registry import short_config
 from tuner.perf.load import LoadPoint, format_load, load_unit
 from tuner.perf.speculative import acceptance_note
+from tuner.run.deployment_out import DEPLOYMENTS_FILE, DISAGG_EXPORTS
 from tuner.run.tune import TuneOutcome, require_recommendation
 from tuner.run_spec import RunSpec
+from tuner.search.deployments import binding_text
 from tuner.search.trials import TrialRecord
 from tuner.sla import bounds_text
 
@@ -119,7 +121,43 @@ def print_capacity_summary(outcome: TuneOutcome) -> None:
         say(f"  {line}")
     _print_knob_effects(outcome)
     _print_sla_cost(outcome)
+    _print_deployments(outcome)
     _print_exports(outcome, number)
+
+
+def _print_deployments(outcome: TuneOutcome) -> None:
+    """Aggregated replicas or disaggregated pools: the comparison and, when it wins, the pools."""
+    choice = outcome.analysed.deployments
+    if choice is None:
+        return
+    agg = choice.aggregated_rps_per_gpu
+    best = choice.best
+    if best is None:
+        say(f"  disaggregated prefill/decode: not considered ({choice.skipped})")
+        return
+    gain = best.rps_per_gpu / agg - 1 if agg > 0 else float("inf")
+    verdict = "recommended" if choice.disaggregated_wins else "not better"
+    head = (
+        f"disaggregated {best.deployment.shape()} on {best.deployment.gpus} of "
+        f"{outcome.spec.num_gpus} GPUs: {best.rps_per_gpu:.2f} req/s per GPU vs {agg:.2f} "
+        f"aggregated ({gain:+.0%}): {verdict}"
+    )
+    for line in textwrap.wrap(head, _WIDTH, initial_indent="  ", subsequent_indent="      "):
+        say(line)
+    if choice.disaggregated_wins:
+        for line in textwrap.wrap(
+            "binding limit: " + binding_text(best, outcome.spec.sla),
+            _WIDTH,
+            initial_indent="    ",
+            subsequent_indent="      ",
+        ):
+            say(line)
+        folder = outcome.run_dir / "exports" / DISAGG_EXPORTS
+        if folder.is_dir():
+            say(f"    launch files: {folder}")
+    if choice.skipped:
+        say(f"    {choice.skipped}")
+    say(f"    every deployment searched: {outcome.files.get(DEPLOYMENTS_FILE, '')}")
 
 
 def _print_sla_cost(outcome: TuneOutcome) -> None:

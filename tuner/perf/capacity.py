@@ -288,25 +288,36 @@ def predicted_capacity(
     budget: ProbeBudget | None = None,
     operating_point: bool = True,
     band: Callable[[Metrics], Band] | None = None,
+    saturated_rps: float | None = None,
 ) -> tuple[Capacity, Metrics]:
-    """Capacity search over a simulated deployment of `gpus` GPUs: `predict(workload)` runs it."""
+    """Capacity search over a simulated deployment of `gpus` GPUs: `predict(workload)` runs it.
+
+    `saturated_rps` (rate mode): a known bound on the rate the deployment can serve (the
+    saturated rate of a stage every request passes), used instead of the burst's.
+    """
     wl = ctx.workload
-    # Saturation: every measured request's user starts at once, no warm-up (an offline burst).
-    burst = workload_at(wl, "users", wl.measured_requests).model_copy(
-        update={"warmup_requests": 0, "ramp_s": 0.0}
-    )
-    saturated = predict(burst)
+    if saturated_rps is not None and mode == "rate":
+        # Probes are sized for the longest stay the SLA allows; the lightest load tells
+        # whether the deployment runs at all.
+        saturated = predict(steady_sized(workload_at(wl, mode, _LOW_FRACTION * saturated_rps), 1))
+        residence_s = (ctx.sla.tpot_ms or saturated.tpot_ms.mean) * wl.output_tokens / 1e3
+    else:
+        # Saturation: every measured request's user starts at once, no warm-up (a burst).
+        burst = workload_at(wl, "users", wl.measured_requests).model_copy(
+            update={"warmup_requests": 0, "ramp_s": 0.0}
+        )
+        saturated = predict(burst)
+        residence_s = saturated.tpot_ms.mean * wl.output_tokens / 1e3
     if not saturated.feasible or saturated.requests_per_s <= 0:
         return Capacity(mode=mode, tensor_parallel_size=gpus), saturated
     if mode == "rate":
-        sat = saturated.requests_per_s
+        sat = saturated_rps or saturated.requests_per_s
         # Past the saturated rate the queue grows without bound (no steady state), however good
         # a finite probe's latencies look: that rate is the top of the bracket.
         low, high = _LOW_FRACTION * sat, sat
     else:
         low, high = 1.0, float(wl.measured_requests)
     runs: dict[float, Metrics] = {}
-    residence_s = saturated.tpot_ms.mean * wl.output_tokens / 1e3
 
     def probe(load: float) -> Metrics:
         at = workload_at(wl, mode, load)

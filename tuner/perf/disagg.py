@@ -298,8 +298,13 @@ def disagg_capacity(
     mode: LoadMode = "rate",
     budget: ProbeBudget | None = None,
     operating_point: bool = True,
+    saturated_rps: float | None = None,
 ) -> tuple[Capacity, Metrics]:
-    """The simulator's capacity search for a disaggregated deployment (per GPU of both pools)."""
+    """The simulator's capacity search for a disaggregated deployment (per GPU of both pools).
+
+    `saturated_rps`: the prefill pool's saturated prompt rate, which no load can exceed (every
+    request is prefilled there); without it a burst of requests measures saturation.
+    """
     eff = resolve_efficiency(eff, ctx.gpu)
     return predicted_capacity(
         lambda wl: predict_disagg(deployment, ctx, node=node, eff=eff, workload=wl),
@@ -308,4 +313,5 @@ def disagg_capacity(
         mode=mode,
         budget=budget,
         operating_point=operating_point,
+        saturated_rps=saturated_rps,
     )

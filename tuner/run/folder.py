@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,12 @@ from tuner.run.capacity_out import (
     CAPACITY_COLUMNS,
     capacity_fields,
     write_frontier_csv,
+)
+from tuner.run.deployment_out import (
+    DEPLOYMENTS_FILE,
+    DISAGG_EXPORTS,
+    write_deployment_exports,
+    write_deployments,
 )
 from tuner.run.exports import write_picked_exports
 from tuner.run_spec import RunSpec
@@ -48,7 +55,12 @@ SLA_COST_FILE = "sla_cost.csv"  # the pick's capacity as each SLA bound is scale
 _KNOBS = tuple(EngineConfig.model_fields)
 # Files derived from the study: removed before a rewrite, so an interrupted write leaves none
 # that is stale (run.yaml is the run's input, not derived).
-_DERIVED = (*(n for n in OUTPUT_FILES if n != "run.yaml"), SENSITIVITY_FILE, SLA_COST_FILE)
+_DERIVED = (
+    *(n for n in OUTPUT_FILES if n != "run.yaml"),
+    SENSITIVITY_FILE,
+    SLA_COST_FILE,
+    DEPLOYMENTS_FILE,
+)
 # Suffixes tried when a timestamped run folder name is taken (two tunes in the same second).
 _MAX_NAME_SUFFIX = 1000
 
@@ -93,6 +105,7 @@ def _clear_derived(run_dir: Path) -> None:
         for f in exports.iterdir():
             if f.is_file():
                 f.unlink()
+        shutil.rmtree(exports / DISAGG_EXPORTS, ignore_errors=True)
 
 
 def _row(r: TrialRecord, spec: RunSpec) -> dict[str, Any]:
@@ -230,6 +243,14 @@ def write_outputs(run: AnalysedRun, run_dir: Path) -> dict[str, Path]:
         write_sensitivity_csv(run.explained.sensitivity, files[SENSITIVITY_FILE])
         files[SLA_COST_FILE] = run_dir / SLA_COST_FILE
         write_sla_cost_csv(run.explained.sla_cost, files[SLA_COST_FILE])
+    if run.deployments is not None:
+        files[DEPLOYMENTS_FILE] = run_dir / DEPLOYMENTS_FILE
+        refused = write_deployment_exports(
+            run.deployments, spec, run_dir / "exports" / DISAGG_EXPORTS
+        )
+        if refused:
+            run.deployments.skipped = f"no disaggregated export: {refused}"
+        write_deployments(run.deployments, spec.sla, files[DEPLOYMENTS_FILE])
     data = report_data(spec, records, result, run.importance, run.explained, run.card)
     write_atomic(files["report.html"], render_html(data))
     return files
