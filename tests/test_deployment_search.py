@@ -8,6 +8,8 @@ import yaml
 from tuner import catalog
 from tuner.deployment import DeploymentFile
 from tuner.perf.disagg import predict_disagg
+from tuner.plan import PlanRequest, load_prices, plan
+from tuner.plan.models import DisaggOption
 from tuner.run.deployment_out import deployments_doc
 from tuner.search.deployments import binding_text, compare_deployments, worker_layouts
 from tuner.specs import SLA, Context, EngineConfig, Workload
@@ -65,3 +67,21 @@ def test_too_few_gpus_for_two_workers_is_said_not_searched() -> None:
                                  ctx, None, aggregated_rps_per_gpu=1.0)  # fmt: skip
     assert choice.options == [] and not choice.disaggregated_wins
     assert choice.skipped and "--num-gpus 8" in choice.skipped
+
+
+def test_a_plan_prices_the_disaggregated_shape_next_to_the_aggregated_one() -> None:
+    req = PlanRequest(
+        model=catalog.load_model("llama-3.1-8b"), sla=catalog.load_sla("chat"),
+        workload=Workload(input_tokens=2048, output_tokens=128, num_requests=60),
+        space=catalog.load_search_space("default"), rate_rps=30.0,
+        gpus=[catalog.load_gpu("h100-sxm")],
+    )  # fmt: skip
+    result = plan(req, load_prices())
+    kind = result.kinds[0]
+    assert kind.status == "ok" and kind.best is not None
+    d = kind.disaggregated
+    assert isinstance(d, DisaggOption), d
+    assert d.gpus == d.units * d.deployment.gpus
+    assert d.units * d.capacity_rps_per_unit >= req.rate_rps
+    assert d.usd_per_hour is not None and kind.best.usd_per_hour is not None
+    assert d.cheaper == (d.usd_per_hour < kind.best.usd_per_hour)

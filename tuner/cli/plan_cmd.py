@@ -23,7 +23,7 @@ from tuner.export.registry import engine_words
 from tuner.knobs.registry import footprint_text
 from tuner.plan import PlanRequest, PlanResult, load_prices, plan
 from tuner.plan.folder import check_plan_dir, summary_lines, write_plan_folder
-from tuner.plan.models import MAX_GPUS_PER_REPLICA, MAX_HEADROOM, MAX_PLAN_USERS
+from tuner.plan.models import MAX_GPUS_PER_REPLICA, MAX_HEADROOM, MAX_PLAN_USERS, KindPlan
 from tuner.plan.sizing import DEFAULT_HEADROOM
 from tuner.specs import MAX_RATE_RPS, MAX_REQUESTS, MAX_SECONDS, SLA, GPUProfile
 
@@ -225,7 +225,26 @@ def _kind_lines(result: PlanResult) -> list[str]:
             f"{kind.gpu}: {o.replicas} replica(s) x tp{o.tp}, {o.capacity_rps_per_replica:.2f} "
             f"req/s each{band}; {money}{energy}{o.fit}"
         )
+        lines.append(_disagg_line(kind))
     return lines
+
+
+def _disagg_line(kind: KindPlan) -> str:
+    """The disaggregated shape of a kind: its units, GPUs and cost, and which shape is cheaper."""
+    d = kind.disaggregated
+    if d is None:
+        return f"  {kind.gpu} disaggregated: not searched"
+    if isinstance(d, str):
+        return f"  {kind.gpu} disaggregated: none ({d})"
+    o = kind.best
+    assert o is not None
+    cost = f", ${d.usd_per_hour:.2f}/hour" if d.usd_per_hour is not None else ""
+    verdict = "cheaper than" if d.cheaper else "not cheaper than"
+    return (
+        f"  {kind.gpu} disaggregated: {d.units} x {d.shape} = {d.gpus} GPUs{cost}, "
+        f"{d.capacity_rps_per_unit:.2f} req/s per unit, TTFT/TPOT {d.ttft_ms:.0f}/{d.tpot_ms:.1f} "
+        f"ms at capacity: {verdict} {o.gpus} GPUs aggregated; binding: {d.binding}"
+    )
 
 
 def _target_text(req: PlanRequest) -> str:

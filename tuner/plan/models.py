@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from tuner.deployment import Deployment
 from tuner.knobs.models import Strict
 from tuner.plan.sizing import DEFAULT_HEADROOM
 from tuner.prices import GPUPrice
@@ -22,6 +23,7 @@ from tuner.specs import (
 )
 
 __all__ = [
+    "DisaggOption",
     "MAX_GPUS_PER_REPLICA",
     "MAX_HEADROOM",
     "MAX_PLAN_USERS",
@@ -108,6 +110,21 @@ class Option(BaseModel):
     band_source: str = Field(default="", description="Where the band comes from")
 
 
+class DisaggOption(BaseModel):
+    """The disaggregated shape of one GPU kind, sized for the target like the aggregated one."""
+
+    shape: str
+    deployment: Deployment
+    capacity_rps_per_unit: float
+    units: int
+    gpus: int
+    usd_per_hour: float | None = None
+    ttft_ms: float = Field(description="TTFT at the SLA percentile at the unit's capacity")
+    tpot_ms: float = Field(description="TPOT at the SLA percentile at the unit's capacity")
+    binding: str
+    cheaper: bool = Field(description="Fewer dollars (or GPUs, unpriced) than the aggregated plan")
+
+
 class KindPlan(BaseModel):
     """What one GPU kind needs: its cheapest option, or why it cannot serve the load."""
 
@@ -118,6 +135,8 @@ class KindPlan(BaseModel):
     best: Option | None = None
     options: list[Option] = Field(default_factory=list)
     price: GPUPrice | None = None
+    # The disaggregated shape of the same weights (tuner.plan.disagg_option), or why none.
+    disaggregated: DisaggOption | str | None = None
 
 
 class PlanResult(BaseModel):

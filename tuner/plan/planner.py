@@ -14,6 +14,7 @@ from tuner.perf.memory import replica_gpus
 from tuner.perf.precision import precision_for
 from tuner.perf.predict import predict_metrics
 from tuner.plan import sizing
+from tuner.plan.disagg_option import disagg_option
 from tuner.plan.fit import (
     SIXTEEN_BIT,
     FitCheck,
@@ -212,7 +213,10 @@ def plan_kind(req: PlanRequest, gpu: GPUProfile, price: GPUPrice | None) -> Kind
             }
         )
     best = min(options, key=_option_cost)
-    return base.model_copy(update={"status": "ok", "best": best, "options": options})
+    disaggregated = disagg_option(req, gpu, best, price)
+    return base.model_copy(
+        update={"status": "ok", "best": best, "options": options, "disaggregated": disaggregated}
+    )
 
 
 def rank_kinds(kinds: list[KindPlan]) -> list[KindPlan]:
