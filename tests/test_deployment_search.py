@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from tuner import catalog
+from tuner.cli import app
 from tuner.deployment import DeploymentFile
 from tuner.perf.disagg import predict_disagg
 from tuner.plan import PlanRequest, load_prices, plan
@@ -85,3 +89,19 @@ def test_a_plan_prices_the_disaggregated_shape_next_to_the_aggregated_one() -> N
     assert d.units * d.capacity_rps_per_unit >= req.rate_rps
     assert d.usd_per_hour is not None and kind.best.usd_per_hour is not None
     assert d.cheaper == (d.usd_per_hour < kind.best.usd_per_hour)
+
+
+def test_a_tune_writes_the_comparison_its_report_and_the_winners_launch(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    argv = ["tune", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--num-gpus", "16",
+            "--sla", "chat", "--trials", "8", "--isl", "2048", "--osl", "128",
+            "--run-dir", str(run)]  # fmt: skip
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    doc = yaml.safe_load((run / "deployments.yaml").read_text())
+    assert doc["recommended"] in ("aggregated", "disaggregated")
+    assert doc["options"] and all(o["gpus"] <= 16 for o in doc["options"])
+    assert "disaggregated" in result.output
+    assert "Aggregated or disaggregated" in (run / "report.html").read_text()
+    launch = run / "exports" / "disagg"
+    assert launch.is_dir() == (doc["recommended"] == "disaggregated")

@@ -64,6 +64,7 @@ class ReportData(BaseModel):
     capacity: CapacityReport | None = None
     answer: AnswerCard | None = None  # capacity runs with a recommendation
     explained: Explanations = Explanations()
+    deployments: dict[str, Any] | None = None  # deployments.yaml's data, when compared
 
 
 def _hover(r: TrialRecord, pct: int) -> str:
@@ -141,6 +142,7 @@ def report_data(
     importance: dict[str, dict[str, float]] | None = None,
     explained: Explanations | None = None,
     card: AnswerCard | None = None,
+    deployments: dict[str, Any] | None = None,
 ) -> ReportData:
     """Gather the report's numbers from a finished run (`explained`: the sensitivity and the
     SLA-cost curve around the recommendation, when the run folder computed them; `card`: the
@@ -178,6 +180,7 @@ def report_data(
         capacity=capacity_report(records, result, sla) if result.mode == "capacity" else None,
         answer=card or (answer_card(rec, sla.percentile, explained) if rec is not None else None),
         explained=explained,
+        deployments=deployments,
     )
 
 

@@ -7,6 +7,7 @@ import html
 
 from tuner.report.answer import answer_html, sensitivity_table_html
 from tuner.report.data import Point, ReportData
+from tuner.report.deployments import deployments_html
 from tuner.report.figures import figures
 from tuner.report.page import page_html
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
@@ -96,6 +97,7 @@ def render_html(data: ReportData) -> str:
     pruned = "; ".join(f"{k}: {v}" for k, v in sorted(data.pruned_reasons.items()))
     pruned_text = f" Pruned before evaluation: {html.escape(pruned)}" if pruned else ""
     head = answer_html(data.answer) if data.answer else _summary(data)
+    head += deployments_html(data.deployments, data.percentile)
     workload = html.escape(data.inputs.get("workload", ""))
     body = f"""{head}
 <p><b>Workload.</b> {workload}</p>

@@ -56,6 +56,9 @@ def _option(option: DeploymentOption, sla: SLA) -> dict[str, Any]:
         "decode": _pool(option, "decode"),
         "binding": binding_text(option, sla),
     }
+    pre, dec = option.utilisation()
+    doc["prefill_pool_utilisation"] = round(pre, 3)
+    doc["decode_pool_utilisation"] = round(dec, 3)
     if option.metrics is not None:
         m = option.metrics
         doc[f"ttft_ms_p{pct}"] = round(m.ttft_ms.at(pct), 2)

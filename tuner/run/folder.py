@@ -27,6 +27,7 @@ from tuner.run.capacity_out import (
 from tuner.run.deployment_out import (
     DEPLOYMENTS_FILE,
     DISAGG_EXPORTS,
+    deployments_doc,
     write_deployment_exports,
     write_deployments,
 )
@@ -251,6 +252,9 @@ def write_outputs(run: AnalysedRun, run_dir: Path) -> dict[str, Path]:
         if refused:
             run.deployments.skipped = f"no disaggregated export: {refused}"
         write_deployments(run.deployments, spec.sla, files[DEPLOYMENTS_FILE])
-    data = report_data(spec, records, result, run.importance, run.explained, run.card)
+    compared = deployments_doc(run.deployments, spec.sla) if run.deployments else None
+    data = report_data(
+        spec, records, result, run.importance, run.explained, run.card, deployments=compared
+    )
     write_atomic(files["report.html"], render_html(data))
     return files

@@ -16,7 +16,7 @@ the hand-off, the SLA percentiles) next to the aggregated variant's own capacity
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 
 import numpy as np
@@ -54,6 +54,21 @@ class DeploymentOption:
     rps_per_gpu: float
     estimate_rps_per_gpu: float  # the rate-matching estimate that ranked it
     metrics: Metrics | None = None  # at the capacity load
+    # Each pool's estimated rate (prompts/s the prefill workers saturate at, requests/s the
+    # decode workers serve at the TPOT bound): utilisation = capacity load / rate.
+    prefill_pool_rps: float = 0.0
+    decode_pool_rps: float = 0.0
+
+    @property
+    def load_rps(self) -> float:
+        """Requests/s of the whole deployment at its capacity."""
+        return self.rps_per_gpu * self.deployment.gpus
+
+    def utilisation(self) -> tuple[float, float]:
+        """(prefill pool, decode pool) busy fractions at the capacity load, from their rates."""
+        pre = self.load_rps / self.prefill_pool_rps if self.prefill_pool_rps else 0.0
+        dec = self.load_rps / self.decode_pool_rps if self.decode_pool_rps else 0.0
+        return pre, dec
 
 
 @dataclass
@@ -123,9 +138,9 @@ def _decode_rate(setup: EngineSetup, ctx: Context) -> float:
     return best
 
 
-def _estimates(layouts: list[EngineConfig], ctx: Context) -> list[tuple[float, Deployment, float]]:
-    """Rate-matched deployments of every prefill/decode layout pair, best estimate first:
-    (estimated requests/s per GPU, deployment, its prefill pool's saturated prompt rate)."""
+def _estimates(layouts: list[EngineConfig], ctx: Context) -> list[DeploymentOption]:
+    """Rate-matched deployments of every prefill/decode layout pair, best estimate first (the
+    options' capacities not yet searched)."""
     eff = resolve_efficiency(None, ctx.gpu)
     rates = []
     for config in layouts:
@@ -133,7 +148,7 @@ def _estimates(layouts: list[EngineConfig], ctx: Context) -> list[tuple[float, D
         assert isinstance(setup, EngineSetup)
         gpus = config.tensor_parallel_size * config.data_parallel_size
         rates.append((config, gpus, _prefill_rate(setup, ctx), _decode_rate(setup, ctx)))
-    found: dict[str, tuple[float, Deployment, float]] = {}
+    found: dict[str, DeploymentOption] = {}
     for (pc, pg, sp, _), (dc, dg, _, sd) in product(rates, rates):
         if sp <= 0 or sd <= 0:
             continue
@@ -147,9 +162,9 @@ def _estimates(layouts: list[EngineConfig], ctx: Context) -> list[tuple[float, D
                     prefill=Pool(workers=x, config=pc), decode=Pool(workers=y, config=dc)
                 )
                 key = d.shape()
-                if key not in found or found[key][0] < per_gpu:
-                    found[key] = (per_gpu, d, x * sp)
-    return sorted(found.values(), key=lambda e: -e[0])
+                if key not in found or found[key].estimate_rps_per_gpu < per_gpu:
+                    found[key] = DeploymentOption(d, 0.0, per_gpu, None, x * sp, y * sd)
+    return sorted(found.values(), key=lambda e: -e.estimate_rps_per_gpu)
 
 
 def compare_deployments(
@@ -173,18 +188,17 @@ def compare_deployments(
             f"--num-gpus {ctx.num_gpus} holds no separate prefill and decode worker of this model"
         )
         return choice
-    for estimate, deployment, prefill_rps in _estimates(layouts, ctx)[:FULL_SEARCHES]:
+    for est in _estimates(layouts, ctx)[:FULL_SEARCHES]:
         try:
             cap, metrics = disagg_capacity(
-                deployment, ctx, node=node, mode="rate", operating_point=False,
-                saturated_rps=prefill_rps,
+                est.deployment, ctx, node=node, mode="rate", operating_point=False,
+                saturated_rps=est.prefill_pool_rps,
             )  # fmt: skip
         except InputError as exc:  # e.g. crosses nodes with no node profile for the GPU
             choice.skipped = str(exc)
             continue
-        choice.options.append(
-            DeploymentOption(deployment, cap.rps_per_gpu, estimate, metrics if cap.at_sla else None)
-        )
+        found = metrics if cap.at_sla else None
+        choice.options.append(replace(est, rps_per_gpu=cap.rps_per_gpu, metrics=found))
     choice.options.sort(key=lambda o: -o.rps_per_gpu)
     return choice
 
