@@ -163,3 +163,22 @@ def test_predict_shows_the_hit_rate_and_the_speedup() -> None:
     assert "replayed 6.41x faster" in result.stdout and "trace capacity:" in result.stdout
     off = runner.invoke(app, [*args, "--rate", "5", "--prefix-caching", "false", "--json"])
     assert "prefix_cache_hit_rate" not in json.loads(off.stdout)["extra"]
+
+
+def test_the_binding_limit_counts_the_prefill_the_cache_saves() -> None:
+    from tuner.backends.binding import binding_limit
+    from tuner.perf.capacity import sim_capacity
+
+    config, ctx = build_request(model="llama-3.1-8b", gpu="h200-sxm", trace=str(SAMPLE), rate=5)
+    cap, at = sim_capacity(config, ctx, operating_point=False)
+    hit = at.extra["prefix_cache_hit_rate"]
+    assert isinstance(hit, float) and hit > 0.5
+    on = binding_limit(config, ctx, cap, at)
+    assert f"prefix cache hits {hit:.0%} of prompt tokens" in on.driver_text
+    # Without the hits, the same load would spend a larger share of engine time on prompts.
+    at_off = at.model_copy(update={"extra": {**at.extra, "prefix_cache_hit_rate": 0.0}})
+    off = binding_limit(
+        config.model_copy(update={"enable_prefix_caching": False}), ctx, cap, at_off
+    )
+    assert off.prefill_share > on.prefill_share
+    assert "prefix cache" not in off.driver_text
