@@ -484,6 +484,8 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
     from tests.test_vllm_backend import CPU_TPOT_MS, CPU_TTFT_MS
 
     monkeypatch.setenv(EXTRA_ARGS_ENV, "--enforce-eager")
+    # The quick vLLM calibration the screen runs first is stored here, not in the user's cache.
+    monkeypatch.setenv("TUNER_PROFILE_DIR", str(tmp_path / "profiles"))
 
     run = tmp_path / "run"
     result = CliRunner().invoke(

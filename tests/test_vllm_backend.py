@@ -196,6 +196,20 @@ def test_evaluate_measures_and_reads_server_counters(fake_python: str, tmp_path:
     assert backend.server_pid is not None and group_pids(backend.server_pid) == []
 
 
+def test_metrics_record_the_launch_the_export_repeats(fake_python: str, tmp_path: Path) -> None:
+    from tuner.export.measured_launch import MeasuredLaunch
+
+    backend = _fake_backend(fake_python, tmp_path, "--fake-itl-s", "0.001")
+    m = backend.evaluate(EngineConfig(block_size=16), _ctx())
+    assert m.feasible, m.reason
+    launch = MeasuredLaunch.from_extra(m.extra)
+    assert launch is not None and launch.module == "vllm.entrypoints.openai.api_server"
+    assert launch.model == str(tmp_path / "model") and launch.extra_args[:1] == ("--fake-itl-s",)
+    if backend.cpu_build:  # what the CPU build was actually started with
+        assert dict(launch.knobs) == {"block_size": 128}
+        assert dict(launch.env)["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
 def test_a_resumed_run_never_writes_into_an_earlier_servers_log(
     fake_python: str, tmp_path: Path
 ) -> None:

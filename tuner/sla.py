@@ -16,6 +16,7 @@ from tuner.specs import SLA
 
 __all__ = [
     "SLA_HEADROOM",
+    "UNSTABLE_QUEUE",
     "Violation",
     "bounds_text",
     "meets_sla",
@@ -28,6 +29,8 @@ __all__ = [
 # fixed-load pick alike), so run-to-run noise and simulator error (benchmarks/accuracy.py) do not
 # push the deployed load over the SLA.
 SLA_HEADROOM = 0.10
+# Metrics.extra flag of a measured load whose waiting time was still growing when it ended.
+UNSTABLE_QUEUE = "queue_growing"
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,10 @@ def meets_sla(
 ) -> bool:
     """Whether feasible `metrics` meet every bound of `sla` (latencies x (1 + margin))."""
     checks = sla_violations(metrics, sla, ttft_margin=ttft_margin, tpot_margin=tpot_margin)
-    return metrics.feasible and all(v.met for v in checks)
+    # A queue still growing at the end of a measured window has no steady state: its latencies
+    # only look good because the window ended (a measuring backend sets the flag).
+    stable = not metrics.extra.get(UNSTABLE_QUEUE)
+    return metrics.feasible and stable and all(v.met for v in checks)
 
 
 def tightened(sla: SLA, headroom: float) -> SLA:

@@ -26,12 +26,14 @@ from pathlib import Path
 from tuner.backends import prometheus_text as prom
 from tuner.backends.base import CheckedBackend, no_capacity
 from tuner.backends.server_process import ServerFailed, ServerProcess, free_port
+from tuner.backends.steady_probe import DEFAULT_MIN_REQUESTS, DEFAULT_SERVICE_TIMES, SteadyProbe
 from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_counters
 from tuner.backends.vllm_platform import (  # re-exported: callers import them from here
     VLLM_MISSING,
     all_cores,
     for_platform,
     is_cpu_build,
+    launch_record,
     other_engine,
     resolve_model_dir,
     server_env,
@@ -84,12 +86,16 @@ class VLLMBackend(CheckedBackend):
         python: str = sys.executable,
         version: str | None = None,
         probe_budget: ProbeBudget | None = None,
+        probe_service_times: float = DEFAULT_SERVICE_TIMES,
+        probe_min_requests: int = DEFAULT_MIN_REQUESTS,
     ):
         # Fail before any trial rather than as one "server exited" per trial.
         if python == sys.executable and importlib.util.find_spec("vllm") is None:
             raise BackendError(VLLM_MISSING)
         self.model_path = model_path
         self.probe_budget = probe_budget or ProbeBudget.measured()
+        # How long an open-loop capacity probe runs, in service times (tuner.backends.steady_probe).
+        self.probe_service_times, self.probe_min_requests = probe_service_times, probe_min_requests
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="tuner-vllm-"))
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
@@ -188,7 +194,17 @@ class VLLMBackend(CheckedBackend):
                 except ServerFailed as exc:
                     return self._infeasible(f"vLLM {exc}", server)
 
-            cap, metrics = measured_capacity(measure, cfg, c, mode=mode, budget=probe_budget)
+            probe = SteadyProbe(
+                measure,
+                c.sla,
+                mode,
+                service_times=self.probe_service_times,
+                min_requests=self.probe_min_requests,
+                deadline=load.deadline,
+            )
+            cap, metrics = measured_capacity(probe, cfg, c, mode=mode, budget=probe_budget)
+            if metrics.feasible:  # the decisive probe again: the capacity's spread
+                metrics = probe.confirm(cap, c) or metrics
             found.append(cap)
             return metrics
 
@@ -205,15 +221,28 @@ class VLLMBackend(CheckedBackend):
         if reason := other_engine(config):  # no server started, no log claimed
             return Metrics.infeasible(reason, self.name)
         log_path = self._claim_log()
+        asked = config
         config, note = for_platform(config, self.cpu_build)
         try:
             port = free_port(_HOST)
             args = self.command(config, ctx, port)
         except (TunerError, OSError) as exc:
             return Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
-        metrics = self._run(config, ctx, args, port, log_path, work)
+        env = server_env(self.kv_cache_gib, self.omp_threads_bind)
+        metrics = self._run(config, ctx, args, env, port, log_path, work)
         if note:
             metrics.extra["platform_note"] = note
+        launch = launch_record(
+            module=_SERVER_MODULE,
+            env=env,
+            extra_args=self.extra_args,
+            asked=asked,
+            served=config,
+            model=resolve_model_dir(ctx.model, self.model_path),
+            max_model_len=self.max_model_len or served_model_len(ctx),
+            cpu=self.cpu_build,
+        )
+        metrics.extra.update(launch.to_extra())  # what the export of this variant repeats
         return metrics
 
     def _claim_log(self) -> Path:
@@ -234,13 +263,12 @@ class VLLMBackend(CheckedBackend):
         config: EngineConfig,
         ctx: Context,
         args: list[str],
+        env: dict[str, str],
         port: int,
         log_path: Path,
         work: Callable[[ServerProcess, EngineConfig, Context, str], Metrics],
     ) -> Metrics:
-        server = ServerProcess(
-            args, env=server_env(self.kv_cache_gib, self.omp_threads_bind), log_path=log_path
-        )
+        server = ServerProcess(args, env=env, log_path=log_path)
         try:
             server.start()
             self.server_pid, self.server_url = server.pid, f"http://{_HOST}:{port}"

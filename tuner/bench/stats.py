@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Required, TypedDict, Unpack
 
+import numpy as np
+
 from tuner.errors import printable
 from tuner.metrics import percentiles_ms
 from tuner.sla import requests_meet_sla
@@ -26,17 +28,24 @@ from tuner.specs import SLA, Metrics
 
 __all__ = [
     "BUDGET_CUT",
+    "TTFT_FIRST_HALF",
+    "TTFT_SECOND_HALF",
     "RequestResult",
     "aggregate",
     "aggregate_steady",
     "peak_decoding",
     "summarize_failures",
+    "ttft_halves_ms",
 ]
 
 
 # Metrics.extra key of a load the time budget stopped early (`LoadOptions.deadline`): its numbers
 # cover only what finished in time, so a capacity search takes no point from it.
 BUDGET_CUT = "budget_cut"
+# Metrics.extra keys of the measured window's TTFT trend (`ttft_halves_ms`).
+TTFT_FIRST_HALF, TTFT_SECOND_HALF = "ttft_first_half_p50_ms", "ttft_second_half_p50_ms"
+# Fewer requests per half than this say nothing about a trend.
+_MIN_HALF = 4
 
 
 @dataclass
@@ -138,10 +147,26 @@ def aggregate_steady(
         start = end = 0.0
     metrics = aggregate(measured, end - start, **labels)
     metrics.warmup_requests = warmup
+    metrics.extra.update(ttft_halves_ms(measured))
     # Over the whole load, warm-up included: the server's own gauges see those requests too.
     metrics.max_concurrent_seqs = peak_decoding(results)
     metrics.extra["client_peak_decoding"] = metrics.max_concurrent_seqs
     return metrics
+
+
+def ttft_halves_ms(measured: Sequence[RequestResult]) -> dict[str, float]:
+    """Median TTFT (ms) of the first and the second half of the measured requests, in send
+    order: a queue that grows without bound shows as a second half slower than the first."""
+    ok = sorted((r for r in measured if r.success), key=lambda r: r.start_s)
+    if len(ok) < 2 * _MIN_HALF:
+        return {}
+    half = len(ok) // 2
+    first = [r.ttft_s for r in ok[:half]]
+    second = [r.ttft_s for r in ok[half:]]
+    return {
+        TTFT_FIRST_HALF: round(float(np.median(first)) * 1e3, 3),
+        TTFT_SECOND_HALF: round(float(np.median(second)) * 1e3, 3),
+    }
 
 
 def peak_decoding(results: Sequence[RequestResult]) -> int:

@@ -39,12 +39,15 @@ _HELP = {
     "confirm_seconds": "With --screen: measurement time budget; variants not started by then "
     "are skipped",
     "refit": "With --screen: refit the device profile from the measurements (RUN/device.yaml)",
+    "no_calibrate": "With --screen on vLLM: screen with the --gpu profile as given, instead of "
+    "a stored vLLM calibration of this host (else a quick one, run first)",
 }
 _TYPES: dict[str, Any] = {
     "screen": str | None,
     "confirm": int | None,
     "confirm_seconds": float | None,
     "refit": bool,
+    "no_calibrate": bool,
 }
 
 
@@ -57,7 +60,7 @@ def screen_options(func: F) -> F:
         inspect.Parameter(
             name,
             inspect.Parameter.KEYWORD_ONLY,
-            default=False if name == "refit" else None,
+            default=False if name in ("refit", "no_calibrate") else None,
             annotation=Annotated[_TYPES[name], typer.Option(help=_HELP[name])],
         )
         for name in FLAGS
@@ -151,6 +154,8 @@ def _print(outcome: ScreenedOutcome) -> None:
     print_table(_table(outcome))
     say("err: predicted / measured - 1; p/m: predicted / measured at the measured capacity load")
     say(f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}")
+    if outcome.profile_note:
+        say(outcome.profile_note)
     for name in ("confirm.csv", "report.html", "best.yaml", "screen"):
         say(f"  {name}: {outcome.files[name]}")
     _print_refit(outcome)
@@ -206,6 +211,7 @@ def run_screened(
             callbacks=[callback],
             on_screened=_announce,
             on_variant=_reported,
+            on_progress=say,
         )
     say(
         f"{len(outcome.variants)} variants measured by {spec.backend} in {outcome.wall_s:.0f} s "

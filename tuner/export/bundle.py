@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from tuner.errors import printable
+from tuner.export.measured_launch import MeasuredLaunch
 from tuner.model_spec import check_model_id
 from tuner.specs import Architecture, GPUProfile, Metrics, Quantization
 
@@ -25,12 +26,14 @@ __all__ = [
 class ExportTarget:
     """What a variant is exported for, the same for every engine: the model to serve, the GPU
     (ROCm spellings, FP4 refusals), the workload's served max-model-len (None: unknown) and the
-    variant's predicted metrics (TensorRT-LLM caps its KV pool at the simulated capacity)."""
+    variant's predicted metrics (TensorRT-LLM caps its KV pool at the simulated capacity);
+    `launch`: how a measuring backend started that engine (its export repeats it)."""
 
     model: str
     gpu: GPUProfile | None = None
     max_model_len: int | None = None
     metrics: Metrics | None = None
+    launch: MeasuredLaunch | None = None
 
     def __post_init__(self) -> None:
         # The exporters' entry, whatever way the id came (a flag, run.yaml, a config.json's

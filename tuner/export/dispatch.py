@@ -12,6 +12,7 @@ from __future__ import annotations
 from tuner.errors import InputError
 from tuner.export import ENGINES, exporters, get_exporter
 from tuner.export.bundle import EngineExport, ExportTarget
+from tuner.export.measured_launch import MeasuredLaunch
 from tuner.export.registry import other_engine_reason
 from tuner.export.tables import unspelled_reason
 from tuner.run_spec import RunSpec
@@ -22,14 +23,17 @@ __all__ = ["engine_refusal", "export_config", "expressible", "export_target"]
 
 
 def export_target(spec: RunSpec, metrics: Metrics | None = None) -> ExportTarget:
-    """What a run's variants are exported for: its model source, GPU and served length."""
+    """What a run's variants are exported for: its model source, GPU, served length and, from
+    measured `metrics`, the launch the measurement ran."""
     # The served --max-model-len, so that a chunked-prefill-off variant is checked against the
     # workload's longest request exactly as predict and the backends check it.
+    # Measured metrics carry how the backend launched the engine: that engine's export repeats it.
     return ExportTarget(
         model=spec.model_source,
         gpu=spec.gpu,
         max_model_len=served_model_len(spec.context()),
         metrics=metrics,
+        launch=MeasuredLaunch.from_extra(metrics.extra) if metrics is not None else None,
     )
 
 

@@ -48,6 +48,7 @@ from tuner.export.tables import (
     row_options,
     unspelled_reason,
 )
+from tuner.export.vllm_measured import measured_files
 from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
 from tuner.validity import unchunked_reason
 
@@ -335,6 +336,8 @@ def export(
     # target.gpu: the ROCm FP8 notes; target.max_model_len: the workload's `served_model_len`,
     # so that a chunked-prefill-off variant is checked against it.
     at = ExportTarget.of(target, gpu=gpu, max_model_len=max_model_len)
+    if at.launch is not None:
+        return _measured_export(config, at, version)
     model = at.model
     args = serve_args_for(config, model, at.max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
@@ -354,6 +357,27 @@ def export(
         files={"vllm.yaml": config_yaml, SCRIPT: "#!/bin/sh\nexec " + command + "\n"},
         notes=checkpoint_notes(config, version=version, gpu=at.gpu, max_model_len=at.max_model_len),
     )
+
+
+def _measured_export(config: EngineConfig, at: ExportTarget, version: str) -> EngineExport:
+    """The export of a measured variant: the knob values the build forced, the model and served
+    length the backend used, its extra arguments, launched as the measurement was."""
+    launch = at.launch
+    assert launch is not None
+    config = config.model_copy(update=dict(launch.knobs))
+    served = ExportTarget.of(
+        at.model if launch.model is None else launch.model,
+        gpu=at.gpu,
+        max_model_len=launch.max_model_len or at.max_model_len,
+    )
+    args = launch_args(config, served, launch.extra_args, version=version)
+    command, files, notes = measured_files(launch, args, version, serve_yaml(args))
+    notes += checkpoint_notes(
+        config, version=version, gpu=at.gpu, max_model_len=served.max_model_len
+    )
+    if launch.model is not None and launch.model != at.model:
+        notes.append(f"the measurement served {launch.model} (a local copy of {at.model}).")
+    return EngineExport(engine="vllm", version=version, command=command, files=files, notes=notes)
 
 
 EXPORTER = Exporter(

@@ -20,6 +20,7 @@ __all__ = [
     "FIRST_PROBE_RPS",
     "LADDER_FRACTIONS",
     "Capacity",
+    "CapacitySpread",
     "format_load",
     "load_unit",
     "probe_at",
@@ -63,6 +64,25 @@ class LoadPoint(BaseModel):
     meets_band: bool = Field(default=True, description="Latencies x (1 + band) meet the SLA")
 
 
+class CapacitySpread(BaseModel):
+    """How sure a measured capacity is: the loads that bound it after repeating its decisive
+    probes (every repeat at `low_load` met the SLA, every one at `high_load` missed it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    low_load: float = Field(description="Highest load whose every repeat met the SLA (0: none)")
+    high_load: float | None = Field(
+        description="Lowest load above it whose every repeat missed (None: none missed)"
+    )
+    repeats: int = Field(description="Probes measured again to decide the verdicts")
+
+    def rel(self, capacity_load: float) -> float | None:
+        """(high - low) / capacity: the capacity's relative spread (None: no upper bound)."""
+        if self.high_load is None or capacity_load <= 0:
+            return None
+        return (self.high_load - self.low_load) / capacity_load
+
+
 class Capacity(BaseModel):
     """A variant's capacity at the SLA, its operating point with headroom, and the probed ladder."""
 
@@ -79,6 +99,11 @@ class Capacity(BaseModel):
         default=None,
         exclude_if=lambda v: v is None,
         description="The load past which the queue grows without bound (simulator only)",
+    )
+    spread: CapacitySpread | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Measured searches: the loads bounding the capacity after repeats",
     )
 
     def _best(self, ok: Callable[[LoadPoint], bool]) -> LoadPoint | None:

@@ -136,7 +136,7 @@ class KindPlan(BaseModel):
     options: list[Option] = Field(default_factory=list)
     price: GPUPrice | None = None
     # The disaggregated shape of the same weights (tuner.plan.disagg_option), or why none.
-    disaggregated: DisaggOption | str | None = None
+    disaggregated: DisaggOption | str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PlanResult(BaseModel):

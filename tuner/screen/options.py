@@ -25,7 +25,8 @@ __all__ = [
 # More confirmations than this is a typo: each one starts a real server for minutes.
 MAX_CONFIRM = 50
 SCREENS = ("sim",)
-FLAGS = ("screen", "confirm", "confirm_seconds", "refit")  # ScreenOptions' fields, as flags
+# ScreenOptions' fields, as flags
+FLAGS = ("screen", "confirm", "confirm_seconds", "refit", "no_calibrate")
 DEFAULT_CONFIRM = 3
 
 
@@ -42,6 +43,11 @@ class ScreenOptions(BaseModel):
         default=None, gt=0, description="Measurement time budget; later variants are skipped"
     )
     refit: bool = Field(default=False, description="Refit the device profile from the results")
+    no_calibrate: bool = Field(
+        default=False,
+        description="Screen with the --gpu profile as given (no automatic vLLM calibration)",
+        exclude_if=lambda v: not v,  # files written before the field read back equal
+    )
 
 
 def _flag(name: str) -> str:
@@ -96,7 +102,8 @@ def checked_flags(flags: dict[str, Any], others: dict[str, Any]) -> ScreenOption
                 f"--screen cannot be combined with --{name} (a screened tune is one new run folder)"
             )
     confirm = DEFAULT_CONFIRM if flags["confirm"] is None else flags["confirm"]
-    return _options({**flags, "confirm": confirm, "refit": bool(flags["refit"])})
+    booleans = {name: bool(flags.get(name)) for name in ("refit", "no_calibrate")}
+    return _options({**flags, "confirm": confirm, **booleans})
 
 
 def resumed_options(saved: ScreenOptions, given: ScreenOptions | None) -> ScreenOptions:

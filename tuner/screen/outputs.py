@@ -14,6 +14,7 @@ from tuner.run.capacity_out import capacity_fields
 from tuner.run.exports import write_exports
 from tuner.run_spec import RunSpec
 from tuner.screen.confirm_file import CONFIRM_HEADER, ConfirmFile
+from tuner.screen.noise import capacity_interval
 from tuner.screen.options import ScreenOptions
 from tuner.screen.variant import ConfirmedVariant
 from tuner.search.trials import KNOBS
@@ -71,11 +72,21 @@ def confirm_rows(
         extra = v.metrics.extra if v.metrics else {}
         row["probes"] = v.capacity.probes if v.capacity else ""
         row["budget_exhausted"] = v.capacity.budget_exhausted if v.capacity else ""
+        row["measured_capacity_interval"] = _interval(v)
         row["wall_s"] = v.wall_s
         row["platform_note"] = extra.get("platform_note", "")
         row["reason"] = v.reason or ""
         rows.append(row)
     return rows
+
+
+def _interval(v: ConfirmedVariant) -> str:
+    """'low-high' output tok/s per GPU bounding the measured capacity ('' without a spread)."""
+    bounds = capacity_interval(v)
+    if bounds is None:
+        return ""
+    low, high = bounds
+    return f"{low:.1f}-{'' if high is None else f'{high:.1f}'}"
 
 
 def write_confirm_csv(rows: list[dict[str, Any]], path: Path) -> None:

@@ -19,6 +19,7 @@ from tuner.run.folder import make_run_dir
 from tuner.run.lock import run_folder_lock
 from tuner.run.tune import TuneOutcome, run_backend, tune
 from tuner.run_spec import RUN_FILE, RunSpec
+from tuner.screen.autocal import screen_profile
 from tuner.screen.baseline import describe, engine_defaults
 from tuner.screen.candidates import pick_candidates
 from tuner.screen.journal import (
@@ -30,6 +31,7 @@ from tuner.screen.journal import (
     write_screened_run,
 )
 from tuner.screen.measure import gain_over_defaults, measure_variants, recommend_measured
+from tuner.screen.noise import within_noise
 from tuner.screen.options import ScreenOptions, screen_spec
 from tuner.screen.outputs import (
     confirm_rows,
@@ -66,6 +68,8 @@ class ScreenedOutcome:
     wall_s: float = 0.0
     refit: RefitReport | None = None
     refit_note: str | None = None  # why no refit was written
+    noise: str | None = None  # why the best candidate is no better than the defaults within noise
+    profile_note: str | None = None  # which device profile the screen used, and how old
 
     @property
     def baseline(self) -> ConfirmedVariant:
@@ -80,6 +84,8 @@ def gain_text(outcome: ScreenedOutcome) -> str:
     if outcome.gain is None:
         why = outcome.baseline.reason or "no load probed met the SLA"
         return f"the engine defaults did not meet the SLA ({why})"
+    if outcome.noise is not None:
+        return f"no better than defaults within noise: {outcome.noise}"
     if outcome.recommended is outcome.baseline:
         return "+0% capacity over the engine defaults: the defaults measured best"
     return f"{outcome.gain:+.0%} capacity over the engine defaults"
@@ -118,6 +124,7 @@ def _summary_lines(outcome: ScreenedOutcome) -> list[str]:
         gain_text(outcome),
         f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}",
     ]
+    lines += [outcome.profile_note] if outcome.profile_note else []
     lines += [f"not measurable here: {p}" for p in outcome.passed_over]
     if (r := outcome.refit) is not None:
         lines.append(
@@ -167,6 +174,7 @@ def screened_tune(
     backend: Backend | None = None,
     on_screened: OnScreened = lambda s, v, p: None,
     on_variant: OnVariant = lambda v: None,
+    on_progress: Callable[[str], None] = lambda line: None,
 ) -> ScreenedOutcome:
     """Screen `spec`'s space with the simulator into RUN/screen, measure the engine defaults and
     the top `options.confirm` predicted variants, write the run folder from the measurements.
@@ -176,9 +184,12 @@ def screened_tune(
     check_screened_run(spec, run_dir, resume=resume)
     make_run_dir(run_dir)
     with run_folder_lock(run_dir):
-        write_screened_run(run_dir, spec, options)  # on a resume: the budgets given now
         try:
             real = backend or run_backend(spec, run_dir)
+            # The engine's own step times first (a stored calibration, else a quick one): the
+            # spec written below screens and resumes with that profile.
+            spec, profile_note = _screen_profile(spec, options, real, on_progress)
+            write_screened_run(run_dir, spec, options)  # on a resume: the budgets given now
             screened = _screen(spec, run_dir, resume, callbacks, jobs)
         except InterruptedRunError:
             if (run_dir / SCREEN_DIR).is_dir():  # finished screen trials are kept
@@ -191,9 +202,20 @@ def screened_tune(
             if fresh:
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
-        outcome = _measure(spec, run_dir, options, real, screened, on_screened, on_variant)
+        outcome = _measure(
+            spec, run_dir, options, real, screened, on_screened, on_variant, profile_note
+        )
     outcome.wall_s = time.perf_counter() - started
     return outcome
+
+
+def _screen_profile(
+    spec: RunSpec, options: ScreenOptions, real: Backend, progress: Callable[[str], None]
+) -> tuple[RunSpec, str | None]:
+    """The spec with the screen's device profile (`tuner.screen.autocal`), and which it is."""
+    if options.no_calibrate:
+        return spec, None
+    return screen_profile(spec, real, progress=progress)
 
 
 def _continue(run_dir: Path, kept: str) -> str:
@@ -239,6 +261,7 @@ def _measure(
     screened: TuneOutcome,
     on_screened: OnScreened,
     on_variant: OnVariant,
+    profile_note: str | None = None,
 ) -> ScreenedOutcome:
     """Measure the defaults and the screen's picks (journaling each), then write the folder."""
     variants, passed, source = _variants(spec, run_dir, options.confirm, real, screened)
@@ -257,10 +280,15 @@ def _measure(
             _continue(run_dir, f"the screen and {done} measured variant(s) ({JOURNAL_FILE})")
         ) from None
     recommended = recommend_measured(variants)
+    # Better than the defaults only beyond both measured spreads; otherwise the defaults stay.
+    noise = within_noise(recommended, variants[0])
+    if noise is not None:
+        recommended = variants[0]
     gain = gain_over_defaults(recommended, variants[0])
     outcome = ScreenedOutcome(
         spec, options, run_dir, screened, source, variants, passed, recommended, gain
     )
+    outcome.noise, outcome.profile_note = noise, profile_note
     if options.refit:
         try:
             outcome.refit = refit_device(variants, spec, run_dir)
