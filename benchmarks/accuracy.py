@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import accuracy_docs
+import disagg_accuracy
 import numpy as np
 import silicon
 
@@ -307,6 +308,7 @@ def write_docs_page(
     fp4_ids: set[str],
     moe_results: list[silicon.SiliconResult],
     by_protocol: list[silicon.SiliconResult],
+    disagg: tuple[list[dict[str, str]], list[silicon.SiliconResult]] | None = None,
 ) -> None:
     """Write the printed summary blocks as the markdown page docs/accuracy.md."""
     fp4 = [r for r in silicon_results if r.row_id in fp4_ids]
@@ -334,9 +336,37 @@ def write_docs_page(
             group="protocol",
         ),
     ]
+    if disagg is not None:
+        blocks += _disagg_blocks(*disagg)
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     shipped = ValidationBands.model_validate_json(DEFAULT_BANDS.read_text())
     accuracy_docs.write_docs(path, public, blocks, shipped, today)
+
+
+def _disagg_blocks(
+    rows: list[dict[str, str]], results: list[silicon.SiliconResult]
+) -> list[accuracy_docs.Block]:
+    """The disaggregated rows per engine and per GPU, with the unscored rows' reasons."""
+    report = disagg_accuracy.report(rows, results)
+    skipped = "; ".join(f"{n} {why}" for why, n in report["not_scored"].items())
+    gpu_of = {r["id"]: r["system"] for r in rows}
+    by_gpu = [dataclasses.replace(r, engine=gpu_of[r.row_id]) for r in results]
+    note = accuracy_docs.DISAGG_NOTE.format(skipped=skipped or "none")
+    return [
+        accuracy_docs.Block(
+            "Disaggregated block (`benchmarks/data/disagg_public.csv`, distinct rows)",
+            note,
+            results,
+            report["by_engine"],
+        ),
+        accuracy_docs.Block(
+            "Disaggregated block by GPU",
+            "The same rows per GPU.",
+            by_gpu,
+            report["by_gpu"],
+            group="gpu",
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,7 +386,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"write the validation bands (default {DEFAULT_BANDS})",
     )
     ap.add_argument("--write-docs", type=Path, metavar="PATH", help="write docs/accuracy.md")
+    ap.add_argument(
+        "--disagg-jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also replay the disaggregated rows on N processes (about 11 min with 2 here)",
+    )
     args = ap.parse_args(argv)
+    disagg = (
+        disagg_accuracy.score(jobs=min(args.disagg_jobs, disagg_accuracy.MAX_JOBS))
+        if args.disagg_jobs > 0
+        else None
+    )
     results = [predict_row(r) for r in silicon.load_rows(args.csv)]
     summary = median_abs_errors(results)
     silicon_results, silicon_summary = silicon.score(args.silicon_csv)
@@ -383,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.write_docs is not None:
         docs = (silicon_results, silicon_summary, fp4_ids, moe_results, by_protocol)
-        write_docs_page(args.write_docs, summary, *docs)
+        write_docs_page(args.write_docs, summary, *docs, disagg=disagg)
     if args.json:
         doc: dict[str, object] = {
             k: {"median_abs_error_pct": e, "rows": n} for k, (e, n) in summary.items()
@@ -392,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         doc["fp4"] = fp4_summary
         doc["moe"] = moe_summary
         doc["moe_by_protocol"] = moe_protocol_summary
+        if disagg is not None:
+            doc["disagg"] = disagg_accuracy.report(*disagg)
         print(json.dumps(doc))
         return 0
     head = ("id", "model", "gpu", "metric", "measured", "predicted", "err%")
@@ -417,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     silicon.print_summary(moe_results, moe_summary)
     print("\nMoE block by client protocol (same rows; 'engine' column = protocol)")
     silicon.print_summary(by_protocol, moe_protocol_summary)
+    if disagg is not None:
+        print("\nDisaggregated block: distinct rows of disagg_public.csv")
+        disagg_accuracy.print_report(disagg_accuracy.report(*disagg))
     return 0
 
 

@@ -109,3 +109,19 @@ def test_unexpressible_rows_say_why() -> None:
     assert _reason(hybrid).startswith("decode pool splits experts both by TP and EP")
     piped = {**hybrid, "decode_moe_tp_size": "1", "prefill_pp_size": "2"}
     assert "pipeline" in _reason(piped)
+
+
+def test_the_accuracy_page_gets_a_disaggregated_block_per_engine_and_gpu() -> None:
+    import accuracy
+    import accuracy_docs
+    import disagg_accuracy
+
+    rows, results = disagg_accuracy.score(limit=2)
+    scored = [r for r in results if r.skipped is None]
+    assert len(scored) == 2 and all(r.predicted_ttft_ms and r.predicted_tpot_ms for r in scored)
+    blocks = accuracy._disagg_blocks(rows, results)
+    assert [b.group for b in blocks] == ["engine", "gpu"]
+    assert "workers" in blocks[0].note  # the unscored rows' reasons are named
+    bands = accuracy_docs.ValidationBands.model_validate_json(accuracy.DEFAULT_BANDS.read_text())
+    page = accuracy_docs.render({}, blocks, bands, "today")
+    assert "## Disaggregated block" in page and "| gpu | rows |" in page
