@@ -281,7 +281,7 @@ def _collectives_per_layer(config: EngineConfig, model: ModelSpec) -> float:
     """TP all-reduces (after attention and the MLP) or MoE exchanges per layer, on average."""
     tp, dp = replica_shape(config)
     exchanges = 2.0 if tp > 1 else 0.0
-    if model.num_moe_layers and (config.expert_parallel or dp > 1):
+    if model.num_moe_layers and dp > 1:
         exchanges = max(
             exchanges, 2.0 * model.num_moe_layers / model.num_layers
         )  # dispatch, combine
@@ -322,9 +322,13 @@ def step_cost_model(
     cls = kernel_class(prec.weight_only, fp4_path, low_precision)
     moe_rates = (prec.bytes_per_param, gemm_rate, weight_rate, cls, prec.gemm_tflops * TERA)
     bus_rate = _link_bytes_per_s(gpu, tp, eff) * tp / (2.0 * (tp - 1)) if tp > 1 else 1.0
-    # After attention in every layer, after every dense MLP, and after TP-sharded MoE layers
-    # (EP and DP exchange their MoE tokens in MoECost instead).
-    moe_allreduce = not config.expert_parallel and dp == 1
+    # After attention in every layer, after every dense MLP, and after every MoE layer of a
+    # replica without attention DP: its tokens are already on every GPU, so expert parallelism
+    # only changes which GPU holds which expert and the partial outputs are all-reduced as with
+    # TP-sharded experts (vLLM FusedMoEParallelConfig.use_all2all_kernels = dp_size > 1 and
+    # use_ep; SGLang's moe_a2a_backend defaults to none; TensorRT-LLM's MoE all-to-all needs
+    # enable_attention_dp). Attention-DP ranks exchange their MoE tokens in MoECost instead.
+    moe_allreduce = dp == 1
     allreduces = layers + model.num_dense_layers + (model.num_moe_layers if moe_allreduce else 0)
     prefill_flops, decode_flops = _attention_flops(model, tp)
     if not model.uses_mla and context is not None:

@@ -90,8 +90,8 @@ class MoECost:
     def exchange_s(self, tokens: float) -> float:
         """Token exchange of the MoE layers of one step (0 when the TP all-reduce covers it)."""
         g = self.gpus
-        if g <= 1 or not (self.expert_parallel or self.data_parallel > 1):
-            return 0.0
+        if g <= 1 or self.data_parallel <= 1:
+            return 0.0  # no attention DP: the TP all-reduce combines (see perf.costs)
         spread = (g - 1) / g
         if self.expert_parallel:
             # Each GPU dispatches its share of the tokens, one copy per distinct GPU holding one
