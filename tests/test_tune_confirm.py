@@ -67,6 +67,10 @@ SCREENED = [
     "32",
     "--num-requests",
     "20",
+    # One round: these tests are about a round's mechanics; the later rounds (re-ranked by the
+    # refitted simulator) are tests/test_screen_rounds.py's.
+    "--rounds",
+    "1",
 ]
 
 
@@ -287,7 +291,7 @@ def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
             raise KeyboardInterrupt
 
     with pytest.raises(InterruptedRunError, match="the screen's finished trials are kept"):
-        screened_tune(spec, run, ScreenOptions(confirm=1), fresh=True, callbacks=[ctrl_c])
+        screened_tune(spec, run, ScreenOptions(confirm=1, rounds=1), fresh=True, callbacks=[ctrl_c])
     assert not fake_torch.measured and (run / "screened-run.yaml").is_file()
     kept = len(
         optuna.load_study(
@@ -295,7 +299,7 @@ def test_ctrl_c_in_the_screen_keeps_its_trials_for_the_resume(
         ).trials
     )
     assert 10 <= kept < 30
-    done = screened_tune(spec, run, ScreenOptions(confirm=1), resume=True)
+    done = screened_tune(spec, run, ScreenOptions(confirm=1, rounds=1), resume=True)
     finished = [r for r in done.screen.records if r.state in ("complete", "pruned")]
     assert len(finished) == 30 and len(fake_torch.measured) == 2
     assert done.recommended is not None and (run / "confirm.csv").is_file()
@@ -379,6 +383,8 @@ def test_the_recommendation_comes_from_measured_variants_only() -> None:
         (["--backend", "torch", "--confirm", "3"], "--confirm needs --screen sim"),
         (["--backend", "torch", "--confirm", "0"], "--confirm needs --screen sim"),
         (["--backend", "torch", "--screen", "sim", "--confirm", "0"], "--confirm 0:"),
+        (["--backend", "torch", "--screen", "sim", "--rounds", "0"], "--rounds 0:"),
+        (["--backend", "torch", "--rounds", "2"], "--rounds needs --screen sim"),
         (
             ["--backend", "torch", "--screen", "sim", "--confirm-seconds", "-5"],
             "--confirm-seconds -5",
@@ -500,6 +506,8 @@ def test_screened_tune_on_real_vllm_measures_three_plus_the_defaults(
             "sim",
             "--confirm",
             "3",
+            "--rounds",
+            "1",
             "--quant",
             "bf16",
             "--kv-dtype",

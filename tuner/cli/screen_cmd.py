@@ -34,10 +34,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 SCREEN_PARAM = "screen_flags"  # the keyword the decorated command receives
 _HELP = {
     "screen": "Screen the space with this predictor, then measure the best on --backend: sim",
-    "confirm": "With --screen: variants of the predicted front to measure (default 3), plus the "
-    "engine defaults",
-    "confirm_seconds": "With --screen: measurement time budget; variants not started by then "
-    "are skipped",
+    "confirm": "With --screen: variants of the predicted front to measure per round (default "
+    "3), plus the engine defaults in the first",
+    "rounds": "With --screen: most rounds of measurement (default 3); after each, the simulator "
+    "is refitted to the measurements and the screen re-ranked; stops early when a round did not "
+    "improve the measured best",
+    "confirm_seconds": "With --screen: measurement time budget, all rounds together; variants "
+    "not started by then are skipped",
     "refit": "With --screen: refit the device profile from the measurements (RUN/device.yaml)",
     "no_calibrate": "With --screen on vLLM: screen with the --gpu profile as given, instead of "
     "a stored vLLM calibration of this host (else a quick one, run first)",
@@ -45,6 +48,7 @@ _HELP = {
 _TYPES: dict[str, Any] = {
     "screen": str | None,
     "confirm": int | None,
+    "rounds": int | None,
     "confirm_seconds": float | None,
     "refit": bool,
     "no_calibrate": bool,
@@ -52,7 +56,7 @@ _TYPES: dict[str, Any] = {
 
 
 def screen_options(func: F) -> F:
-    """Add --screen, --confirm, --confirm-seconds and --refit; the command receives
+    """Add --screen, --confirm, --rounds, --confirm-seconds and --refit; the command receives
     `screen_flags=ScreenOptions | None`, checked against its other flags."""
     sig = inspect.signature(func, eval_str=True)
     own = [p for p in sig.parameters.values() if p.name != SCREEN_PARAM]
@@ -156,6 +160,8 @@ def _print(outcome: ScreenedOutcome) -> None:
     say(f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}")
     if outcome.profile_note:
         say(outcome.profile_note)
+    for line in outcome.rounds:
+        say(line)
     for name in ("confirm.csv", "report.html", "best.yaml", "screen"):
         say(f"  {name}: {outcome.files[name]}")
     _print_refit(outcome)

@@ -27,7 +27,7 @@ __all__ = [
 # measuring budgets (tuner.screen.options).
 CONFIG_OVERRIDES = frozenset({"trials", "timeout", "out", "run_dir", "config", "jobs"})
 RESUME_OVERRIDES = frozenset(
-    {"trials", "timeout", "resume", "jobs", "confirm", "confirm_seconds", "refit"}
+    {"trials", "timeout", "resume", "jobs", "confirm", "rounds", "confirm_seconds", "refit"}
 )
 
 

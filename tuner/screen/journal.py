@@ -151,6 +151,7 @@ def restore_measured(
             "role": v.role,
             "predicted_rank": v.predicted_rank,
             "screen_trial": v.screen_trial,
+            "round": v.round,
             "restored": True,
         }
         out.append(old.model_copy(update=keep))

@@ -77,11 +77,14 @@ def measure_variants(
     backend: Backend,
     seconds: float | None,
     on_variant: Callable[[ConfirmedVariant], None] = lambda v: None,
+    *,
+    spent: float = 0.0,
 ) -> None:
-    """Measure each variant's capacity in order (filling it in); once `seconds` are spent the
-    rest are skipped with the reason. Every variant also gets the simulator's prediction; a
-    variant restored from an earlier run's journal is kept as it was measured."""
-    started = time.perf_counter()
+    """Measure each variant's capacity in order (filling it in); once `seconds` are spent
+    (`spent` of them by earlier rounds) the rest are skipped with the reason. Every variant also
+    gets the simulator's prediction; a variant restored from an earlier run's journal is kept as
+    it was measured."""
+    started = time.perf_counter() - spent
     for v in variants:
         if v.restored:
             on_variant(v)

@@ -26,8 +26,12 @@ __all__ = [
 MAX_CONFIRM = 50
 SCREENS = ("sim",)
 # ScreenOptions' fields, as flags
-FLAGS = ("screen", "confirm", "confirm_seconds", "refit", "no_calibrate")
+FLAGS = ("screen", "confirm", "rounds", "confirm_seconds", "refit", "no_calibrate")
 DEFAULT_CONFIRM = 3
+# Rounds of measurement: the first from the screen, each later one from the screen re-ranked by
+# the simulator refitted to every measurement so far (`tuner.screen.rounds`).
+DEFAULT_ROUNDS = 3
+MAX_ROUNDS = 20
 
 
 class ScreenOptions(BaseModel):
@@ -37,7 +41,14 @@ class ScreenOptions(BaseModel):
 
     screen: Literal["sim"] = "sim"
     confirm: int = Field(
-        default=DEFAULT_CONFIRM, ge=1, le=MAX_CONFIRM, description="Variants to measure"
+        default=DEFAULT_CONFIRM, ge=1, le=MAX_CONFIRM, description="Variants to measure per round"
+    )
+    rounds: int = Field(
+        default=DEFAULT_ROUNDS,
+        ge=1,
+        le=MAX_ROUNDS,
+        description="Most rounds of measurement; after each the simulator is refitted and the "
+        "screen re-ranked (the loop also stops when a round did not improve the measured best)",
     )
     confirm_seconds: float | None = Field(
         default=None, gt=0, description="Measurement time budget; later variants are skipped"
@@ -102,8 +113,9 @@ def checked_flags(flags: dict[str, Any], others: dict[str, Any]) -> ScreenOption
                 f"--screen cannot be combined with --{name} (a screened tune is one new run folder)"
             )
     confirm = DEFAULT_CONFIRM if flags["confirm"] is None else flags["confirm"]
+    rounds = DEFAULT_ROUNDS if flags.get("rounds") is None else flags["rounds"]
     booleans = {name: bool(flags.get(name)) for name in ("refit", "no_calibrate")}
-    return _options({**flags, "confirm": confirm, **booleans})
+    return _options({**flags, "confirm": confirm, "rounds": rounds, **booleans})
 
 
 def resumed_options(saved: ScreenOptions, given: ScreenOptions | None) -> ScreenOptions:

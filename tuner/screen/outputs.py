@@ -51,6 +51,7 @@ def confirm_rows(
         p, m = v.predicted, v.measured
         row: dict[str, Any] = {
             "role": v.role,
+            "round": v.round,
             "predicted_rank": v.predicted_rank or "",
             "screen_trial": "" if v.screen_trial is None else v.screen_trial,
             **{k: cfg[k] for k in KNOBS},

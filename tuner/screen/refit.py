@@ -18,7 +18,14 @@ from tuner.run_spec import RunSpec
 from tuner.screen.variant import ConfirmedVariant
 from tuner.specs import SLA, Context, GPUProfile
 
-__all__ = ["DEVICE_FILE", "RefitReport", "observations", "refit_device"]
+__all__ = [
+    "DEVICE_FILE",
+    "RefitReport",
+    "error_moved",
+    "median_errors",
+    "observations",
+    "refit_device",
+]
 
 DEVICE_FILE = "device.yaml"
 
@@ -35,11 +42,15 @@ class RefitReport(BaseModel):
 
     def moved(self) -> str:
         """How the simulator's error moved, e.g. 'TTFT P50 281% -> 12%, TPOT P50 80% -> 9%'."""
-        after = {name: self.after.get(name, float("nan")) for name in self.before}
-        return ", ".join(
-            f"{name.upper()} P50 {before:.0%} -> {after[name]:.0%}"
-            for name, before in self.before.items()
-        )
+        return error_moved(self.before, self.after)
+
+
+def error_moved(before: dict[str, float], after: dict[str, float]) -> str:
+    """'TTFT P50 281% -> 12%, ...' from two `median_errors` results."""
+    return ", ".join(
+        f"{name.upper()} P50 {was:.0%} -> {after.get(name, float('nan')):.0%}"
+        for name, was in before.items()
+    )
 
 
 def observations(variants: list[ConfirmedVariant], spec: RunSpec) -> list[Observation]:
@@ -53,7 +64,7 @@ def observations(variants: list[ConfirmedVariant], spec: RunSpec) -> list[Observ
     return out
 
 
-def _median_errors(gpu: GPUProfile, spec: RunSpec, obs: list[Observation]) -> dict[str, float]:
+def median_errors(gpu: GPUProfile, spec: RunSpec, obs: list[Observation]) -> dict[str, float]:
     """Median |predicted / measured - 1| of each quantity the refit fits, with `gpu`."""
     sim = SimBackend()
     errors: dict[str, list[float]] = {name: [] for name, _ in REQUEST_QUANTITIES}
@@ -78,6 +89,6 @@ def refit_device(variants: list[ConfirmedVariant], spec: RunSpec, run_dir: Path)
     return RefitReport(
         path=path,
         observations=len(obs),
-        before=_median_errors(spec.gpu, spec, obs),
-        after=_median_errors(refitted, spec, obs),
+        before=median_errors(spec.gpu, spec, obs),
+        after=median_errors(refitted, spec, obs),
     )

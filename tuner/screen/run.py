@@ -1,5 +1,7 @@
 """`tuner tune --screen sim --confirm K` as a library call: screen with the simulator, measure the
-top-K plus the engine defaults on the real backend, recommend from the measurements only."""
+top-K plus the engine defaults on the real backend, then round by round the top-K of the screen
+re-ranked by the simulator refitted to the measurements (`tuner.screen.rounds`); recommend from
+the measurements only."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ from tuner.screen.outputs import (
 )
 from tuner.screen.refit import RefitReport, refit_device
 from tuner.screen.report import parity_figures, render_confirm_html
-from tuner.screen.variant import ConfirmedVariant
+from tuner.screen.rounds import Rounds, more_rounds, predicted_twins, restored, twins_note
+from tuner.screen.variant import ConfirmedVariant, config_key
 from tuner.search.frontier import ranked_by_capacity
 
 __all__ = ["ScreenedOutcome", "check_screened_run", "gain_text", "screened_tune"]
@@ -70,6 +73,7 @@ class ScreenedOutcome:
     refit_note: str | None = None  # why no refit was written
     noise: str | None = None  # why the best candidate is no better than the defaults within noise
     profile_note: str | None = None  # which device profile the screen used, and how old
+    rounds: list[str] = field(default_factory=list)  # each round after the first, and the stop
 
     @property
     def baseline(self) -> ConfirmedVariant:
@@ -125,6 +129,7 @@ def _summary_lines(outcome: ScreenedOutcome) -> list[str]:
         f"baseline: {outcome.baseline_source}: {describe(outcome.baseline.config)}",
     ]
     lines += [outcome.profile_note] if outcome.profile_note else []
+    lines += outcome.rounds
     lines += [f"not measurable here: {p}" for p in outcome.passed_over]
     if (r := outcome.refit) is not None:
         lines.append(
@@ -203,7 +208,15 @@ def screened_tune(
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
         outcome = _measure(
-            spec, run_dir, options, real, screened, on_screened, on_variant, profile_note
+            spec,
+            run_dir,
+            options,
+            real,
+            screened,
+            on_screened,
+            on_variant,
+            profile_note,
+            on_progress,
         )
     outcome.wall_s = time.perf_counter() - started
     return outcome
@@ -238,19 +251,30 @@ def _screen(
 
 
 def _variants(
-    spec: RunSpec, run_dir: Path, k: int, real: Backend, screened: TuneOutcome
-) -> tuple[list[ConfirmedVariant], list[str], str]:
-    """The variants to measure (the defaults first, the journal's restored), the front variants
-    passed over, and where the defaults come from."""
+    spec: RunSpec, k: int, real: Backend, screened: TuneOutcome, done: dict[str, ConfirmedVariant]
+) -> tuple[list[ConfirmedVariant], list[str], str, list[str]]:
+    """The first round's variants (the defaults first, the journal's restored), the front
+    variants passed over, where the defaults come from, and a line on predicted twins skipped."""
     base_config, source = engine_defaults(real, spec.gpu)
     baseline = ConfirmedVariant(
         role="baseline", predicted_rank=None, screen_trial=None, config=base_config
     )
-    candidates, passed = pick_candidates(screened.records, spec, real, k, base_config)
-    ranked = ranked_by_capacity(screened.records, spec.sla)
+    twins = predicted_twins([baseline], spec)
+    candidates, passed = pick_candidates(screened.records, spec, real, k, base_config, twins=twins)
+    first = [f"round 1: {twins_note(twins).removeprefix('; ')}"] if twins.skipped else []
+    return restored([baseline, *candidates], done), passed, source, first
+
+
+def _with_rest(
+    variants: list[ConfirmedVariant], done: dict[str, ConfirmedVariant], screened: TuneOutcome
+) -> list[ConfirmedVariant]:
+    """`variants` and then the journal's measurements no round picked this time (a longer
+    screen moved them): measured evidence is never dropped."""
+    ranked = ranked_by_capacity(screened.records, screened.spec.sla)
     ranks = {r.number: rank for rank, r in enumerate(ranked, start=1)}
-    variants = restore_measured([baseline, *candidates], read_measured(run_dir), ranks)
-    return variants, passed, source
+    picked = {config_key(v.config) for v in variants}
+    rest = {key: v for key, v in done.items() if key not in picked}
+    return [*variants, *restore_measured([], rest, ranks)]
 
 
 def _measure(
@@ -262,25 +286,63 @@ def _measure(
     on_screened: OnScreened,
     on_variant: OnVariant,
     profile_note: str | None = None,
+    on_progress: Callable[[str], None] = lambda line: None,
 ) -> ScreenedOutcome:
-    """Measure the defaults and the screen's picks (journaling each), then write the folder."""
-    variants, passed, source = _variants(spec, run_dir, options.confirm, real, screened)
+    """Measure the defaults and the screen's picks, then the later rounds' (journaling each),
+    then write the folder."""
+    done = read_measured(run_dir)
+    variants, passed, source, first = _variants(spec, options.confirm, real, screened, done)
     on_screened(screened, variants, passed)
+    for line in first:
+        on_progress(line)
+    started, seconds = time.perf_counter(), options.confirm_seconds
 
     def journaled(v: ConfirmedVariant) -> None:
         if not v.restored and v.status != "skipped":
             append_measured(run_dir, v)
         on_variant(v)
 
+    def measure(batch: list[ConfirmedVariant]) -> None:
+        spent = time.perf_counter() - started
+        measure_variants(batch, spec, real, seconds, journaled, spent=spent)
+
+    rounds = Rounds(
+        spec, options, real, screened.records, done, measure,
+        spent=lambda: seconds is not None and time.perf_counter() - started >= seconds,
+        say=on_progress,
+    )  # fmt: skip
     try:
-        measure_variants(variants, spec, real, options.confirm_seconds, journaled)
+        measure(variants)
+        notes = more_rounds(variants, rounds)
     except KeyboardInterrupt:
-        done = len(read_measured(run_dir))
+        measured = len(read_measured(run_dir))
         raise InterruptedRunError(
-            _continue(run_dir, f"the screen and {done} measured variant(s) ({JOURNAL_FILE})")
+            _continue(run_dir, f"the screen and {measured} measured variant(s) ({JOURNAL_FILE})")
         ) from None
+    variants = _with_rest(variants, done, screened)
+    outcome = _outcome(spec, options, run_dir, screened, source, variants, passed)
+    outcome.profile_note, outcome.rounds = profile_note, first + notes
+    if options.refit:
+        try:
+            outcome.refit = refit_device(variants, spec, run_dir)
+        except ValueError as exc:  # nothing measured, or nothing the fit could use
+            outcome.refit_note = f"no device profile written: {exc}"
+    _write(outcome)
+    return outcome
+
+
+def _outcome(
+    spec: RunSpec,
+    options: ScreenOptions,
+    run_dir: Path,
+    screened: TuneOutcome,
+    source: str,
+    variants: list[ConfirmedVariant],
+    passed: list[str],
+) -> ScreenedOutcome:
+    """The outcome of the measured variants: the measured best, kept only when it beats the
+    defaults beyond both measured spreads (otherwise the defaults stay)."""
     recommended = recommend_measured(variants)
-    # Better than the defaults only beyond both measured spreads; otherwise the defaults stay.
     noise = within_noise(recommended, variants[0])
     if noise is not None:
         recommended = variants[0]
@@ -288,11 +350,5 @@ def _measure(
     outcome = ScreenedOutcome(
         spec, options, run_dir, screened, source, variants, passed, recommended, gain
     )
-    outcome.noise, outcome.profile_note = noise, profile_note
-    if options.refit:
-        try:
-            outcome.refit = refit_device(variants, spec, run_dir)
-        except ValueError as exc:  # nothing measured, or nothing the fit could use
-            outcome.refit_note = f"no device profile written: {exc}"
-    _write(outcome)
+    outcome.noise = noise
     return outcome

@@ -32,8 +32,16 @@ class ConfirmedVariant(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["baseline", "candidate"]
-    predicted_rank: int | None = Field(description="Rank on the predicted front (1 = best)")
+    predicted_rank: int | None = Field(
+        description="Rank on the predicted front (1 = best) of the round that picked it"
+    )
     screen_trial: int | None = Field(description="Trial number in RUN/screen")
+    round: int = Field(
+        default=1,
+        ge=1,
+        description="Round of measurement that picked it: 1 from the screen, later ones from the "
+        "screen re-ranked by the simulator refitted to the measurements before it",
+    )
     config: EngineConfig
     status: Literal["measured", "infeasible", "skipped"] = "skipped"
     reason: str | None = None
@@ -55,8 +63,12 @@ class ConfirmedVariant(BaseModel):
 
     @property
     def label(self) -> str:
-        """The variant in two words: 'engine defaults' or 'rank N' (on the predicted front)."""
-        return "engine defaults" if self.role == "baseline" else f"rank {self.predicted_rank}"
+        """The variant in a few words: 'engine defaults', 'rank N' (on the screen's predicted
+        front) or 'round R rank N' (on the front re-ranked for round R)."""
+        if self.role == "baseline":
+            return "engine defaults"
+        rank = f"rank {self.predicted_rank}"
+        return rank if self.round == 1 else f"round {self.round} {rank}"
 
     @property
     def meets_sla(self) -> bool:
