@@ -64,3 +64,30 @@ def test_bench_shows_the_trace_it_replayed(tmp_path: Path) -> None:
     assert f"trace {path}: 12 requests over 1 s (20.00 req/s), replayed 1.00x faster" in (
         result.stdout
     )
+
+
+def test_bench_sessions_sends_what_predict_sessions_simulates(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "preset: chat\nsessions: 3\nturns: 3\nsession_rate_per_s: 20\nthink_time_s: 0.05\n"
+        "system_prompt_tokens: 256\nuser_tokens: 32\noutput_tokens: 4\nblock_tokens: 128\n"
+        "seed: 3\n"
+    )
+    with running_fake_server(FakeServerConfig(ttft_s=0.0, itl_s=0.0)) as server:
+        bench = runner.invoke(
+            app, ["bench", "--url", server.url, "--sessions", str(spec), "--json"]
+        )
+    assert bench.exit_code == 0, bench.output
+    predict = runner.invoke(
+        app,
+        ["predict", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--sessions", str(spec),
+         "--json"],
+    )  # fmt: skip
+    assert predict.exit_code == 0, predict.output
+    measured, simulated = json.loads(bench.stdout), json.loads(predict.stdout)
+    assert measured["num_requests"] == simulated["num_requests"] > 0
+    # Every turn resends the history: later prompts share their leading block with earlier ones.
+    prompts = [b["prompt"] for b in server.bodies[1:]]
+    assert len(prompts) == measured["num_requests"] + measured["warmup_requests"]
+    shared = [p for p in prompts if any(q != p and p[:128] == q[:128] for q in prompts)]
+    assert len(shared) >= 2

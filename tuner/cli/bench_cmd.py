@@ -17,7 +17,7 @@ from tuner.cli.app import app, err_console, finite_positive, guarded
 from tuner.cli.options import ClientProtocolName, InputTokens, OutputTokens, Rate, Seed
 from tuner.cli.output import cell, print_table, say
 from tuner.cli.trace_lines import load_lines
-from tuner.cli.trace_options import TraceFile
+from tuner.cli.trace_options import SessionsName, TraceFile
 from tuner.errors import BackendError, InputError
 from tuner.request import WORKLOAD_FLAGS, flag_error
 from tuner.sla import sla_violations
@@ -99,6 +99,7 @@ def _workload(
     lengths: str | None = None,
     protocol: str | None = None,
     trace: str | None = None,
+    sessions: str | None = None,
 ) -> Workload:
     if rate is not None and concurrency is not None:
         raise InputError("--rate and --concurrency are exclusive: choose open or closed loop")
@@ -108,8 +109,9 @@ def _workload(
                 input_tokens=isl,
                 output_tokens=osl,
                 rate_rps=rate,
-                concurrency=concurrency or (None if rate is not None or trace else 1),
+                concurrency=concurrency or (None if rate is not None or trace or sessions else 1),
                 trace_file=trace,
+                sessions=sessions,
                 num_requests=n,
                 length_spread=spread,
                 seed=seed,
@@ -218,6 +220,7 @@ def bench(
     seed: Seed = 0,
     protocol: ClientProtocolName = None,
     trace: TraceFile = None,
+    sessions: SessionsName = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Metrics as JSON")] = False,
 ) -> None:
     """Benchmark a running OpenAI-compatible server; API key from TUNER_API_KEY/OPENAI_API_KEY."""
@@ -232,8 +235,9 @@ def bench(
     if api not in ("completions", "chat"):
         raise InputError(f"--api {api!r}: allowed values are completions, chat")
     workload = _workload(
-        isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths, protocol, trace
-    )
+        isl, osl, rate, concurrency, num_requests, spread, seed, warmup, lengths, protocol, trace,
+        sessions,
+    )  # fmt: skip
     workload_length_pairs(workload.lengths_file)  # a bad --lengths file: one InputError line
     target_sla = _sla(sla, ttft_ms, tpot_ms)
     endpoint = Endpoint(url, model=model, api=api, api_key=api_key_from_env())  # type: ignore[arg-type]
