@@ -33,7 +33,7 @@ def test_a_screen_flag_without_screen_is_refused_unless_resuming() -> None:
 
 def test_screen_sim_gets_the_default_k_and_needs_a_measuring_backend() -> None:
     options = checked_flags({**NONE, "screen": "sim"}, {"backend": "torch"})
-    assert options == ScreenOptions(screen="sim", confirm=3)
+    assert options == ScreenOptions(screen="sim", confirm=3, rounds=3)
     with pytest.raises(InputError, match="measures on a real backend"):
         checked_flags({**NONE, "screen": "sim"}, {"backend": "sim"})
     with pytest.raises(InputError, match="not a predictor"):

@@ -43,8 +43,11 @@ class ScreenOptions(BaseModel):
     confirm: int = Field(
         default=DEFAULT_CONFIRM, ge=1, le=MAX_CONFIRM, description="Variants to measure per round"
     )
+    # A file without the field was written by a one-round screen; the CLI's default is
+    # DEFAULT_ROUNDS (screen_options passes it explicitly).
     rounds: int = Field(
-        default=DEFAULT_ROUNDS,
+        default=1,
+        exclude_if=lambda v: v == 1,  # files written before the field read back equal
         ge=1,
         le=MAX_ROUNDS,
         description="Most rounds of measurement; after each the simulator is refitted and the "

@@ -38,6 +38,7 @@ class ConfirmedVariant(BaseModel):
     screen_trial: int | None = Field(description="Trial number in RUN/screen")
     round: int = Field(
         default=1,
+        exclude_if=lambda v: v == 1,  # files written before the field read back equal
         ge=1,
         description="Round of measurement that picked it: 1 from the screen, later ones from the "
         "screen re-ranked by the simulator refitted to the measurements before it",
