@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.bench.trace_plan import workload_plan
 from tuner.deployment import Deployment, NodeProfile
 from tuner.errors import InputError
 from tuner.perf.capacity import predicted_capacity
@@ -36,9 +35,15 @@ from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.engines import EngineModel
 from tuner.perf.load import Capacity, LoadMode, ProbeBudget
 from tuner.perf.memory import config_kv_bytes_per_token
-from tuner.perf.predict import BACKEND, EngineSetup, closed_loop_cycle_s, engine_setup
+from tuner.perf.predict import (
+    BACKEND,
+    EngineSetup,
+    closed_loop_cycle_s,
+    engine_setup,
+    sim_requests,
+)
 from tuner.perf.prefix_sim import prefix_metrics
-from tuner.perf.scheduler import RequestSet, SimResult, requests_from_plan, simulate
+from tuner.perf.scheduler import RequestSet, SimResult, simulate
 from tuner.perf.summary import summarize
 from tuner.specs import Context, GPUProfile, Metrics, ModelSpec, Workload
 
@@ -254,12 +259,9 @@ def predict_disagg(
     pools = (setups[0], setups[1])
     link = handoff_link(deployment, ctx.gpu, node, eff)
     decode = pools[1]
-    ramp = wl.start_ramp_s
-    if ramp is None:
-        ramp = closed_loop_cycle_s(
-            wl, decode.target, decode.spec, decode.limits.max_num_seqs, eff.request_overhead_s
-        )
-    requests = requests_from_plan(workload_plan(wl), ramp)
+    requests = sim_requests(
+        wl, decode.target, decode.spec, decode.limits.max_num_seqs, eff.request_overhead_s
+    )
     moved = handoff_s(requests.prompt_tokens, ctx.model, deployment, link)
     result, prefilled = simulate_disagg(requests, deployment, pools, moved)
     unfinished = int((~np.isfinite(result.finish_s)).sum())

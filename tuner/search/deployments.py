@@ -94,6 +94,11 @@ class DeploymentChoice:
 def worker_layouts(base: EngineConfig, ctx: Context) -> list[EngineConfig]:
     """Every worker layout of `base` inside one scale-up domain that its engine can run and
     whose weights fit (TP x attention DP, with and without expert parallelism for MoE)."""
+    return [config for config, _ in _layout_setups(base, ctx)]
+
+
+def _layout_setups(base: EngineConfig, ctx: Context) -> list[tuple[EngineConfig, EngineSetup]]:
+    """`worker_layouts` with each layout's simulation setup, built once."""
     limit = min(ctx.num_gpus, ctx.gpu.nvlink_domain if ctx.gpu.nvlink_gbps > 0 else 1)
     sizes = [2**i for i in range(int(math.log2(max(1, limit))) + 1)]
     eff = resolve_efficiency(None, ctx.gpu)
@@ -107,8 +112,9 @@ def worker_layouts(base: EngineConfig, ctx: Context) -> list[EngineConfig]:
                 config = EngineConfig(**{**base.model_dump(), **fields})
             except ValueError:
                 continue
-            if isinstance(engine_setup(config, ctx, ctx.workload, eff), EngineSetup):
-                out.append(config)
+            setup = engine_setup(config, ctx, ctx.workload, eff)
+            if isinstance(setup, EngineSetup):
+                out.append((config, setup))
     return out
 
 
@@ -138,14 +144,13 @@ def _decode_rate(setup: EngineSetup, ctx: Context) -> float:
     return best
 
 
-def _estimates(layouts: list[EngineConfig], ctx: Context) -> list[DeploymentOption]:
+def _estimates(
+    layouts: list[tuple[EngineConfig, EngineSetup]], ctx: Context
+) -> list[DeploymentOption]:
     """Rate-matched deployments of every prefill/decode layout pair, best estimate first (the
     options' capacities not yet searched)."""
-    eff = resolve_efficiency(None, ctx.gpu)
     rates = []
-    for config in layouts:
-        setup = engine_setup(config, ctx, ctx.workload, eff)
-        assert isinstance(setup, EngineSetup)
+    for config, setup in layouts:
         gpus = config.tensor_parallel_size * config.data_parallel_size
         rates.append((config, gpus, _prefill_rate(setup, ctx), _decode_rate(setup, ctx)))
     found: dict[str, DeploymentOption] = {}
@@ -180,8 +185,8 @@ def compare_deployments(
         agg, _ = sim_capacity(config, ctx, mode="rate", operating_point=False)
         aggregated_rps_per_gpu = agg.rps_per_gpu
     choice = DeploymentChoice(aggregated_rps_per_gpu=aggregated_rps_per_gpu)
-    layouts = worker_layouts(config, ctx)
-    if not layouts or 2 * min(c.tensor_parallel_size * c.data_parallel_size for c in layouts) > (
+    layouts = _layout_setups(config, ctx)
+    if not layouts or 2 * min(c.tensor_parallel_size * c.data_parallel_size for c, _ in layouts) > (
         ctx.num_gpus
     ):
         choice.skipped = (
