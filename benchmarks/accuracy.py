@@ -5,7 +5,10 @@ model cannot represent, each with the reason; the median absolute percent error 
 for the closed-loop silicon rows (`silicon.py`) the median absolute error of mean TTFT and TPOT
 per engine and over all of them.
 Only the shared constants of tuner/perf/efficiency.py are tuned against these rows: nothing
-here depends on a row's id, source or engine.
+here depends on a row's id or source. A public row measured on TensorRT-LLM, SGLang or vLLM is
+replayed with that `engine` knob (its scheduler and CUDA-graph record, tuner.perf.engines);
+rows from other engines (and TensorRT-LLM's TensorRT-engine rows) keep the default engine's.
+Each metric is also summarised per engine.
 
     python benchmarks/accuracy.py [--csv PATH] [--silicon-csv PATH] [--moe-csv PATH] [--json]
                                   [--write-bands [PATH]] [--write-docs PATH]
@@ -39,7 +42,16 @@ from tuner.perf.bands import QuantityError, ValidationBands
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.memory import plan_memory
 from tuner.perf.predict import predict_metrics
-from tuner.specs import SLA, Context, EngineConfig, KVDtype, Metrics, Quantization, Workload
+from tuner.specs import (
+    SLA,
+    Context,
+    Engine,
+    EngineConfig,
+    KVDtype,
+    Metrics,
+    Quantization,
+    Workload,
+)
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "public.csv"
 # Public MoE serving rows (DeepSeek-V3/R1, Qwen3-235B, gpt-oss), replayed like the silicon rows.
@@ -123,6 +135,7 @@ class RowResult:
     measured: float
     predicted: float | None = None
     skipped: str | None = None
+    engine: str = ""  # the engine knob the row was replayed with
 
     @property
     def error_pct(self) -> float:
@@ -151,6 +164,24 @@ def _int(text: str, default: int) -> int:
     return int(float(text)) if text and text.replace(".", "", 1).isdigit() else default
 
 
+# The engine knob of a row's `engine` column (its leading name); other engines keep the default.
+# Only TensorRT-LLM's PyTorch backend is the `trtllm` knob: its older TensorRT-engine rows (v0.x)
+# run one compiled engine with no per-kernel host launches, closer to the default record.
+ROW_ENGINES = {
+    "TensorRT-LLM (PyTorch backend": Engine.trtllm,
+    "SGLang": Engine.sglang,
+    "vLLM": Engine.vllm,
+}
+
+
+def row_engine(row: dict[str, str]) -> Engine | None:
+    """The engine knob a public row was measured on, or None when the tuner does not model it."""
+    for prefix, engine in ROW_ENGINES.items():
+        if row["engine"].strip().startswith(prefix):
+            return engine
+    return None
+
+
 def _config_and_workload(row: dict[str, str], ctx_base: Context) -> tuple[EngineConfig, Workload]:
     weight = row["weight_dtype"].strip()
     if weight not in WEIGHT_DTYPES:
@@ -169,6 +200,8 @@ def _config_and_workload(row: dict[str, str], ctx_base: Context) -> tuple[Engine
     batch = row["concurrency_or_batch"].strip()
     rate = row["request_rate"].strip()
     config = EngineConfig(quantization=quant, kv_dtype=kv, tensor_parallel_size=tp)
+    if (engine := row_engine(row)) is not None:
+        config = config.model_copy(update={"engine": engine})
     if batch == "offline_max" or rate == "inf":
         config = config.model_copy(
             update={
@@ -227,6 +260,7 @@ def predict_row(row: dict[str, str], eff: Efficiency = DEFAULT_EFFICIENCY) -> Ro
         res.skipped = str(exc)
         return res
     ctx = ctx.model_copy(update={"workload": workload, "num_gpus": config.tensor_parallel_size})
+    res.engine = config.engine.value
     metrics = predict_metrics(config, ctx, eff)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
@@ -236,12 +270,20 @@ def predict_row(row: dict[str, str], eff: Efficiency = DEFAULT_EFFICIENCY) -> Ro
 
 
 def median_abs_errors(results: list[RowResult]) -> dict[str, tuple[float, int]]:
-    """Median absolute percent error and row count per metric."""
+    """Median absolute percent error and row count per metric, then per metric and engine
+    (keyed `metric [engine]`) where a metric was replayed on more than one engine."""
     by_metric: dict[str, list[float]] = {}
+    by_engine: dict[str, dict[str, list[float]]] = {}
     for r in results:
         if r.predicted is not None:
             by_metric.setdefault(r.metric, []).append(abs(r.error_pct))
-    return {k: (statistics.median(v), len(v)) for k, v in sorted(by_metric.items())}
+            by_engine.setdefault(r.metric, {}).setdefault(r.engine, []).append(abs(r.error_pct))
+    out = {k: (statistics.median(v), len(v)) for k, v in sorted(by_metric.items())}
+    for metric, engines in sorted(by_engine.items()):
+        if len(engines) > 1:
+            for engine, v in sorted(engines.items()):
+                out[f"{metric} [{engine}]"] = (statistics.median(v), len(v))
+    return out
 
 
 def band_errors(

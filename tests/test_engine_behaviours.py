@@ -156,3 +156,24 @@ def test_a_recv_interval_delays_a_prompt_arriving_while_others_decode() -> None:
     # alone on an idle engine nothing waits for a poll
     alone = _requests([200], [5], [0.0])
     assert simulate(alone, _limits(polling), COST).first_token_s[0] == pytest.approx(first)
+
+
+def test_trtllm_decode_graphs_cover_the_batch_its_export_captures() -> None:
+    # The default CudaGraphConfig stops at 128; the tuner's export pads graphs up to
+    # max_num_seqs, and the simulator follows the export.
+    from tuner.export.trtllm import extra_options
+
+    config = EngineConfig(engine=Engine.trtllm, max_num_seqs=512)
+    graphs = extra_options(config)["cuda_graph_config"]
+    assert graphs == {"enable_padding": True, "max_batch_size": 512}
+    exported = engine_model(Engine.trtllm, 1, 141, graph_batch_tokens=config.max_num_seqs)
+    assert exported.graph_step(300, 0) and not TRTLLM.graph_step(300, 0)
+    assert not exported.graph_step(600, 0)  # beyond the captured batch: eager
+    # 300 sequences decoding: only the default record's steps pay the host launches.
+    reqs = _requests([64] * 300, [40] * 300, [0.0] * 300)
+    default = simulate(reqs, _limits(TRTLLM, max_num_seqs=512), COST)
+    padded = simulate(reqs, _limits(exported, max_num_seqs=512), COST)
+    steps = 39  # every sequence decodes 39 tokens after its first, in one batch
+    assert default.finish_s.max() - padded.finish_s.max() == pytest.approx(
+        steps * COST.eager_s, rel=0.05
+    )

@@ -90,6 +90,8 @@ VERSIONS: dict[str, TRTLLMOptions] = {
             "spec_len": "speculative_config.max_draft_len",
             "spec_ngram": "speculative_config.max_matching_ngram_size",
             "spec_model": "speculative_config.speculative_model_dir",
+            "graph_padding": "cuda_graph_config.enable_padding",
+            "graph_max_batch": "cuda_graph_config.max_batch_size",
         },
         dtype={q: ("float16" if q in (Quantization.fp16,) else "bfloat16") for q in Quantization},
         checkpoint={
@@ -178,6 +180,11 @@ def extra_options(
         # TensorRT-LLM sizes the KV pool from *free* memory after weights; capping it at the
         # simulated capacity reproduces the simulated point (the smaller limit wins).
         put(tree, k["kv_max_tokens"], metrics.kv_capacity_tokens)
+    # Decode graphs for every batch the variant admits, padded up to the next captured size (the
+    # default captures only 1..31, 32, 64 and 128, so larger batches would launch eagerly);
+    # trtllm-bench sets the same (bench/benchmark/utils/general.py get_settings).
+    put(tree, k["graph_padding"], True)
+    put(tree, k["graph_max_batch"], config.max_num_seqs)
     n = config.num_speculative_tokens
     if n and config.draft_model == NGRAM:
         put(tree, k["spec_type"], "NGram")

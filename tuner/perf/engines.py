@@ -107,7 +107,10 @@ ENGINE_MODELS: dict[str, EngineModel] = {
         graph_max_tokens=256,
     ),
     # TensorRT-LLM PyTorch backend (1.2): GUARANTEED_NO_EVICT, in-flight batching mixes context
-    # and generation, decode-only graphs at exact sizes up to 128, context steps eager.
+    # and generation, decode-only graphs, context steps eager. Its default CudaGraphConfig
+    # captures 1..31, 32, 64, 128 only; the tuner's export sets `enable_padding: true` and
+    # `max_batch_size` to the variant's max_num_seqs (what trtllm-bench does), so `engine_model`
+    # widens these padded graphs to the variant's batch (docs/engines.md section 5).
     "trtllm": EngineModel(
         name="trtllm",
         display_name="TensorRT-LLM",
@@ -125,11 +128,18 @@ _SGLANG_BIG_GPU_GB = 160.0
 
 
 def engine_model(
-    engine: Engine | str, tensor_parallel_size: int = 1, gpu_memory_gb: float = 80.0
+    engine: Engine | str,
+    tensor_parallel_size: int = 1,
+    gpu_memory_gb: float = 80.0,
+    graph_batch_tokens: int | None = None,
 ) -> EngineModel:
-    """The behaviour record of `engine` on this replica (ValueError if the name is unknown)."""
+    """The behaviour record of `engine` on this replica (ValueError if the name is unknown);
+    `graph_batch_tokens`: decode tokens per rank the exported TensorRT-LLM graphs capture."""
     name = Engine(engine).value
     model = ENGINE_MODELS[name]
+    if name == "trtllm" and graph_batch_tokens is not None:
+        # tuner.export.trtllm writes cuda_graph_config {enable_padding, max_batch_size}.
+        return replace(model, graph_max_tokens=max(graph_batch_tokens, model.graph_max_tokens))
     if name == "sglang" and (tensor_parallel_size >= 4 or gpu_memory_gb >= _SGLANG_BIG_GPU_GB):
         # `cuda_graph_max_bs` is 512 from TP 4 and on >= 160 GB GPUs (`handle_gpu_memory_settings`)
         return replace(model, graph_max_tokens=512)

@@ -126,7 +126,10 @@ def engine_setup(
     spec = speculation_for(config, ctx, eff)
     # DP ranks schedule independently; the replica holds DP times one rank's limits.
     tp, dp = replica_shape(config)
-    engine = engine or engine_model(config.engine, tp, ctx.gpu.memory_gib)
+    queries = spec.queries_per_seq if spec else 1
+    engine = engine or engine_model(
+        config.engine, tp, ctx.gpu.memory_gib, graph_batch_tokens=config.max_num_seqs * queries
+    )
     limits = SchedulerLimits(
         max_num_seqs=config.max_num_seqs * dp,
         max_num_batched_tokens=config.max_num_batched_tokens * dp,
