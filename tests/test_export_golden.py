@@ -34,6 +34,11 @@ CASES = {
         quantization="fp8-block", data_parallel_size=8, expert_parallel=True, max_num_seqs=128,
         max_num_batched_tokens=8192,
     ),
+    # DeepSeek's own MTP layers as the draft, 3 positions, inside 8 attention-DP ranks.
+    "deepseek-v3-fp8block-dp8-ep-mtp3": EngineConfig(
+        quantization="fp8-block", data_parallel_size=8, expert_parallel=True, max_num_seqs=64,
+        max_num_batched_tokens=8192, num_speculative_tokens=3, draft_model="mtp",
+    ),
     # Attention TP 4 inside 2 DP ranks: TensorRT-LLM cannot express it (a refusal golden).
     "qwen3-30b-a3b-nvfp4-tp4-dp2-ep": EngineConfig(
         quantization="nvfp4", tensor_parallel_size=4, data_parallel_size=2, expert_parallel=True,
@@ -42,6 +47,7 @@ CASES = {
 }  # fmt: skip
 MODELS = {
     "deepseek-v3-fp8block-dp8-ep": "deepseek-ai/DeepSeek-V3",
+    "deepseek-v3-fp8block-dp8-ep-mtp3": "deepseek-ai/DeepSeek-V3",
     "qwen3-30b-a3b-nvfp4-tp4-dp2-ep": "Qwen/Qwen3-30B-A3B",
 }
 

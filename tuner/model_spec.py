@@ -273,6 +273,28 @@ class ModelSpec(Strict):
         )
         return self.num_dense_layers * self.dense_mlp_params + self.num_moe_layers * per_moe
 
+    def mtp_module(self) -> ModelSpec | None:
+        """The multi-token-prediction module as a model of its own (None without one): its
+        decoder layers, of the model's last kind (a MoE layer on DeepSeek-V3/R1), reading and
+        writing through the target's embedding and LM head. Its small [embedding; hidden] ->
+        hidden projection is left out."""
+        if not self.num_mtp_layers:
+            return None
+        return self.model_copy(
+            update={
+                "name": f"{self.name}-mtp",
+                "hf_id": None,
+                "num_layers": self.num_mtp_layers,
+                "first_k_dense": 0,
+                "moe_layer_step": 1,
+                "num_mtp_layers": 0,
+                "sliding_window_layers": None,
+                "sliding_window": None,
+                "published_params_b": None,
+                "published_active_params_b": None,
+            }
+        )
+
     # ------------------------------------------------------------------ totals
 
     @property

@@ -28,6 +28,7 @@ from tuner.model_spec import ModelSpec, Name
 
 __all__ = [
     "DEFAULT_ACCEPTANCE",
+    "DEFAULT_MTP_ACCEPTANCE",
     "DEFAULT_NGRAM_ACCEPTANCE",
     "DEFAULT_SAMPLER",
     "MAX_LENGTH_SPREAD",
@@ -46,6 +47,7 @@ __all__ = [
     "IntRange",
     "Engine",
     "KVDtype",
+    "MTP",
     "NGRAM",
     "WORKLOAD_KINDS",
     "Metrics",
@@ -146,11 +148,15 @@ class SLA(_Strict):
 # The draft that needs no model: prompt lookup (vLLM's `method: ngram`); any other draft_model
 # value names a catalog model (or a local path) the speculating variant loads.
 NGRAM = "ngram"
+# The target's own multi-token-prediction module (DeepSeek-V3/R1 `num_nextn_predict_layers`),
+# shipped in its checkpoint and reused for every draft position (vLLM `method: mtp`, SGLang
+# EAGLE/NEXTN, TensorRT-LLM `decoding_type: MTP`).
+MTP = "mtp"
 
 
 def is_model_draft(draft_model: str | None) -> bool:
-    """Whether a draft_model value names a model to load (not None, not n-gram lookup)."""
-    return bool(draft_model) and draft_model != NGRAM
+    """Whether a draft_model value names a model to load (not None, n-gram lookup or MTP)."""
+    return bool(draft_model) and draft_model not in (NGRAM, MTP)
 
 
 def draft_to_load(config: EngineConfig) -> str | None:
@@ -165,6 +171,10 @@ DEFAULT_ACCEPTANCE = 0.7
 # accepts far less than a trained draft (Spec-Bench's PLD row averages well under 2 tokens per
 # step), so it gets its own, lower default; raise it for RAG/code-editing workloads.
 DEFAULT_NGRAM_ACCEPTANCE = 0.4
+# DeepSeek-V3's MTP module: "the acceptance rate of the second token prediction ranges between
+# 85% and 90%" (DeepSeek-V3 Technical Report, arXiv:2412.19437, section 5.4.3); the low end, and
+# it is the first draft position only (later ones reuse the module on its own guesses).
+DEFAULT_MTP_ACCEPTANCE = 0.85
 
 
 def arrival_conflict(

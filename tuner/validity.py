@@ -156,6 +156,17 @@ def _ep_splits_experts(c: EngineConfig, ctx: Context) -> str | None:
     return None
 
 
+def _mtp_needs_module(c: EngineConfig, ctx: Context) -> str | None:
+    from tuner.specs import MTP
+
+    if c.draft_model == MTP and not ctx.model.num_mtp_layers:
+        return (
+            f"draft_model mtp speculates with the model's own multi-token-prediction layers; "
+            f"{ctx.model.name} has none (num_nextn_predict_layers 0): use ngram or a draft model"
+        )
+    return None
+
+
 def heads_split_reason(model: ModelSpec, tp: int) -> str | None:
     """Why `tp` GPUs cannot shard the model's attention heads evenly, or None when they can."""
     # vLLM shards attention heads evenly (ModelConfig.verify_with_parallel_config).
@@ -248,6 +259,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("tensor_parallel_size", "data_parallel_size"), _replica_beyond_gpus),
     Rule(("data_parallel_size",), _dp_needs_moe),
     Rule(("expert_parallel",), _ep_needs_moe),
+    Rule(("draft_model",), _mtp_needs_module),
     Rule(("expert_parallel", "tensor_parallel_size", "data_parallel_size"), _ep_splits_experts),
     Rule(
         ("quantization", "tensor_parallel_size", "data_parallel_size", "expert_parallel"),

@@ -18,6 +18,7 @@ from tuner.engine.model import Transformer, make_batch
 from tuner.engine.scheduler import Scheduler, Sequence
 from tuner.engine.speculative import greedy_accept, ngram_propose, rejection_accept
 from tuner.knobs.registry import unhandled
+from tuner.specs import MTP
 
 __all__ = [
     "Engine",
@@ -60,6 +61,8 @@ BACKEND_KNOBS = frozenset(
 def unsupported_knob(config: BaseModel) -> str | None:
     """Why the reference engine cannot run `config`: a knob off its default that it does not
     honour (a new knob without an EngineLimits field is refused, never silently dropped)."""
+    if getattr(config, "draft_model", None) == MTP and getattr(config, "num_speculative_tokens", 0):
+        return "draft_model mtp: the reference engine runs no MTP layers"
     knob = unhandled(config, BACKEND_KNOBS | {f.name for f in fields(EngineLimits)})
     return f"{knob}: the reference engine does not implement this knob" if knob else None
 

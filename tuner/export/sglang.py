@@ -30,7 +30,7 @@ from tuner.export.bundle import (
 )
 from tuner.export.registry import Exporter
 from tuner.export.tables import ROWS, Row, check_rows, fp8_anywhere, layout, row_args, row_options
-from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
+from tuner.specs import MTP, NGRAM, EngineConfig, GPUProfile, Quantization
 
 __all__ = ["EXPORTER", "LATEST", "SCRIPT", "VERSIONS", "SGLangOptions", "export", "launch_args"]
 
@@ -57,6 +57,7 @@ class SGLangOptions:
     rows: tuple[Row, ...]  # the plain knobs (tuner.export.tables)
     ngram: str  # --speculative-algorithm value for prompt-lookup (n-gram) drafting
     draft_model: str  # --speculative-algorithm value for a separate small draft model
+    mtp: str  # --speculative-algorithm value for the model's own MTP layers
 
 
 _Q = QuantSpelling
@@ -107,6 +108,7 @@ VERSIONS: dict[str, SGLangOptions] = {
         rows=ROWS["sglang"]["0.5"],
         ngram="NGRAM",
         draft_model="STANDALONE",
+        mtp="EAGLE",
     ),
 }
 LATEST = "0.5"
@@ -120,7 +122,8 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
     f = opts.flags
     engine = f"SGLang {version}"
     check_rows(opts.rows, config, engine)
-    if config.num_speculative_tokens and config.draft_model and layout(config).dp > 1:
+    spec = config.num_speculative_tokens and config.draft_model
+    if spec and config.draft_model != MTP and layout(config).dp > 1:
         raise InputError(
             f"{engine} runs no speculative decoding (NGRAM or STANDALONE) with DP "
             "attention (server_args.py _handle_speculative_decoding)"
@@ -139,6 +142,19 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
             f["speculative_num_draft_tokens"],
             str(k + 1),
             f["disable_overlap_schedule"],
+        ]
+    elif k and config.draft_model == MTP:
+        # The checkpoint's MTP layers run as SGLang's EAGLE draft (the draft path defaults to
+        # the model itself): a chain of k proposals, verified with the bonus token.
+        args += [
+            f["speculative_algorithm"],
+            opts.mtp,
+            f["speculative_num_steps"],
+            str(k),
+            f["speculative_eagle_topk"],
+            "1",
+            f["speculative_num_draft_tokens"],
+            str(k + 1),
         ]
     elif k and config.draft_model:
         args += [

@@ -42,7 +42,7 @@ from tuner.export.tables import (
     row_options,
     row_tree,
 )
-from tuner.specs import NGRAM, EngineConfig, GPUProfile, Metrics, Quantization
+from tuner.specs import MTP, NGRAM, EngineConfig, GPUProfile, Metrics, Quantization
 
 __all__ = [
     "EXPORTER",
@@ -90,6 +90,7 @@ VERSIONS: dict[str, TRTLLMOptions] = {
             "spec_len": "speculative_config.max_draft_len",
             "spec_ngram": "speculative_config.max_matching_ngram_size",
             "spec_model": "speculative_config.speculative_model_dir",
+            "spec_mtp": "speculative_config.num_nextn_predict_layers",
             "graph_padding": "cuda_graph_config.enable_padding",
             "graph_max_batch": "cuda_graph_config.max_batch_size",
         },
@@ -190,6 +191,10 @@ def extra_options(
         put(tree, k["spec_type"], "NGram")
         put(tree, k["spec_len"], n)
         put(tree, k["spec_ngram"], NGRAM_MAX_MATCHING_SIZE)
+    elif n and config.draft_model == MTP:
+        # The checkpoint's MTP module, run n times per step (llm_args.py MTPDecodingConfig).
+        put(tree, k["spec_type"], "MTP")
+        put(tree, k["spec_mtp"], n)
     elif n and config.draft_model:
         put(tree, k["spec_type"], "DraftTarget")
         put(tree, k["spec_len"], n)

@@ -49,7 +49,7 @@ from tuner.export.tables import (
     unspelled_reason,
 )
 from tuner.export.vllm_measured import measured_files
-from tuner.specs import NGRAM, EngineConfig, GPUProfile, Quantization
+from tuner.specs import MTP, NGRAM, EngineConfig, GPUProfile, Quantization
 from tuner.validity import unchunked_reason
 
 __all__ = [
@@ -164,6 +164,9 @@ def speculative_config(config: EngineConfig) -> dict[str, object] | None:
             "num_speculative_tokens": config.num_speculative_tokens,
             "prompt_lookup_max": NGRAM_PROMPT_LOOKUP_MAX,
         }
+    if config.draft_model == MTP:
+        # The checkpoint's own MTP layers (config/speculative.py: method "mtp").
+        return {"method": MTP, "num_speculative_tokens": config.num_speculative_tokens}
     return {
         "model": draft_source(config.draft_model),
         "num_speculative_tokens": config.num_speculative_tokens,

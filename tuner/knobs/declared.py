@@ -166,7 +166,7 @@ register(
         "draft_model",
         str,
         None,
-        "Draft model: catalog name, path or ngram",
+        "Draft model: catalog name, path, ngram, or mtp (the model's own MTP layers)",
         "--draft-model",
         "draft",
         optional=True,

@@ -30,6 +30,7 @@ __all__ = [
     "MemoryPlan",
     "activation_workspace_bytes",
     "config_kv_bytes_per_token",
+    "embedding_bytes_per_gpu",
     "kv_bytes_per_token",
     "kv_heads_per_gpu",
     "linear_params_per_gpu",
@@ -96,6 +97,11 @@ def linear_params_per_gpu(model: ModelSpec, tp: int, dp: int = 1) -> float:
 def _sixteen_bit_params_per_gpu(model: ModelSpec, tp: int) -> float:
     """Embedding and LM head (vocab-parallel) plus norms (replicated), kept in 16 bits."""
     return model.embedding_params / tp + model.norm_params
+
+
+def embedding_bytes_per_gpu(model: ModelSpec, tp: int) -> float:
+    """The embedding and LM head's share of `weight_bytes_per_gpu` (16-bit, vocab-parallel)."""
+    return model.embedding_params / tp * ACTIVATION_BYTES
 
 
 def weight_bytes_per_gpu(
@@ -188,6 +194,7 @@ def plan_memory(
     workload: Workload,
     draft: ModelSpec | None = None,
     eff: Efficiency | None = None,
+    mtp: ModelSpec | None = None,
 ) -> MemoryPlan:
     """Plan one GPU's memory; infeasible (numbers given) if weights or a sequence don't fit.
 
@@ -202,6 +209,12 @@ def plan_memory(
         # The draft keeps its own KV cache for the same tokens (see DRAFT_QUANTIZATION).
         weights += weight_bytes_per_gpu(draft, DRAFT_QUANTIZATION, gpu, tp)
         kv_tok += config_kv_bytes_per_token(draft, config, seq_len)
+    if mtp is not None:
+        # The target's MTP layers (ModelSpec.mtp_module), in the checkpoint's precision; their
+        # embedding and LM head are the target's. They cache KV for the same tokens.
+        weights += weight_bytes_per_gpu(mtp, config.quantization, gpu, tp, dp)
+        weights -= embedding_bytes_per_gpu(mtp, tp)
+        kv_tok += config_kv_bytes_per_token(mtp, config, seq_len)
     workspace = activation_workspace_bytes(model, config)
     runtime = resolve_efficiency(eff, gpu).runtime_overhead_bytes
     free = budget - weights - workspace - runtime

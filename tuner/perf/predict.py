@@ -16,7 +16,7 @@ from tuner.perf.prefix_sim import prefix_metrics
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, requests_from_plan, simulate
 from tuner.perf.speculative import NGRAM, Speculation, acceptance_for, step_coeffs
 from tuner.perf.summary import summarize
-from tuner.specs import Context, EngineConfig, Metrics, Workload, draft_to_load
+from tuner.specs import MTP, Context, EngineConfig, Metrics, Workload, draft_to_load
 from tuner.validity import invalid_reason
 
 __all__ = [
@@ -45,6 +45,13 @@ def speculation_for(
     curve = tuple(choice.curve.per_position) if choice.curve else None
     if config.draft_model == NGRAM:
         return Speculation(k, choice.per_token, None, eff.ngram_proposal_s, per_position=curve)
+    if config.draft_model == MTP:
+        module = ctx.model.mtp_module()
+        if module is None:
+            raise ValueError(f"{ctx.model.name} has no MTP layers to speculate with")
+        # The module runs in the checkpoint's own precision, once per draft position.
+        draft = step_cost_model(module, ctx.gpu, config, eff)
+        return Speculation(k, choice.per_token, draft, per_position=curve)
     if ctx.draft is None:
         raise ValueError(f"draft model {config.draft_model!r} is not resolved in the context")
     draft = step_cost_model(ctx.draft, ctx.gpu, config, eff, quantization=DRAFT_QUANTIZATION)
@@ -113,7 +120,8 @@ def engine_setup(
     if reason:
         return Metrics.infeasible(reason, BACKEND)
     draft = ctx.draft if draft_to_load(config) else None
-    plan = plan_memory(ctx.model, ctx.gpu, config, wl, draft=draft, eff=eff)
+    mtp = ctx.model.mtp_module() if config.draft_model == MTP else None
+    plan = plan_memory(ctx.model, ctx.gpu, config, wl, draft=draft, eff=eff, mtp=mtp)
     if not plan.feasible:
         return Metrics.infeasible(
             plan.reason or "does not fit",

@@ -28,7 +28,9 @@ from tuner.metrics import Metrics
 from tuner.perf.costs import StepCostModel
 from tuner.specs import (
     DEFAULT_ACCEPTANCE,
+    DEFAULT_MTP_ACCEPTANCE,
     DEFAULT_NGRAM_ACCEPTANCE,
+    MTP,
     NGRAM,
     EngineConfig,
     Workload,
@@ -139,13 +141,14 @@ class AcceptanceChoice:
 
 
 def measured_curve(draft_model: str, calibration: Calibration | None) -> AcceptanceCurve | None:
-    """The calibration's curve for this draft: the n-gram one for 'ngram'; for a draft model the
-    curve measured with that name, else any draft-model curve (the kind, not the pair, matches)."""
+    """The calibration's curve for this draft: the n-gram (or MTP) one for 'ngram' ('mtp'); for a
+    draft model the curve measured with that name, else any draft-model curve (the kind, not the
+    pair, matches)."""
     curves = calibration.acceptance if calibration else []
-    if draft_model == NGRAM:
-        return next((c for c in curves if c.draft == NGRAM), None)
+    if draft_model in (NGRAM, MTP):  # no other kind of draft stands in for these
+        return next((c for c in curves if c.draft == draft_model), None)
     named = [c for c in curves if c.draft == draft_model]
-    return next(iter(named or [c for c in curves if c.draft != NGRAM]), None)
+    return next(iter(named or [c for c in curves if c.draft not in (NGRAM, MTP)]), None)
 
 
 class ShippedCurve(BaseModel):
@@ -185,7 +188,8 @@ def acceptance_for(
 ) -> AcceptanceChoice:
     """Precedence: the workload's stated rate (--acceptance), then a measured curve of the GPU
     profile's calibration, then the shipped measured curve of the workload's kind (its own, else
-    the SLA preset's), then the default (DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE)."""
+    the SLA preset's), then the default (DEFAULT_ACCEPTANCE, DEFAULT_NGRAM_ACCEPTANCE, or for
+    MTP the acceptance its authors report, DEFAULT_MTP_ACCEPTANCE)."""
     ngram = draft_model == NGRAM
     stated = workload.ngram_acceptance_rate if ngram else workload.acceptance_rate
     if stated is not None:
@@ -202,6 +206,12 @@ def acceptance_for(
         shown = ", ".join(f"{a:.2f}" for a in c.per_position)
         text = f"acceptance of the shipped {kind} curve ({shipped.source}; per position {shown})"
         return AcceptanceChoice(c.per_position[0], c, text, "shipped")
+    if draft_model == MTP:
+        text = (
+            f"assumes acceptance {DEFAULT_MTP_ACCEPTANCE:.2f} per token (DeepSeek-V3's reported "
+            "second-token acceptance of its MTP module, not measured on these prompts)"
+        )
+        return AcceptanceChoice(DEFAULT_MTP_ACCEPTANCE, None, text)
     default = DEFAULT_NGRAM_ACCEPTANCE if ngram else DEFAULT_ACCEPTANCE
     text = (
         f"assumes acceptance {default:.2f} per token (default, not measured; measure with "
