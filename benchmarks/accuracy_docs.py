@@ -36,7 +36,10 @@ MOE_NOTE = """\
 The MoE TTFT misses the 30% / 15% target and is not tuned away: measured MoE TTFT carries a
 floor of about 150-300 ms on SGLang and TensorRT-LLM for DeepSeek and Qwen3-235B (even 128-token
 prompts, at any concurrency; about 25-45 ms for gpt-oss on vLLM) that the roofline does not
-explain; see the MoE section of [benchmarks/data/README.md](../benchmarks/data/README.md)."""
+explain; see the MoE section of [benchmarks/data/README.md](../benchmarks/data/README.md).
+The 47 TensorRT-LLM DeepSeek-R1 rows on the image InferenceX ran only its MTP configs on replay
+MTP speculation (3 draft tokens, 1 with attention DP; `benchmarks/silicon.py`); rows on images
+both its MTP and plain configs ran cannot be told apart and replay without it."""
 
 PROTOCOL_NOTE = """\
 The same MoE rows grouped by client protocol: cold InferenceMAX runs (no warm-up) include

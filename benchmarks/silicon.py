@@ -64,7 +64,7 @@ from tuner import catalog
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.engines import ENGINE_MODELS, engine_model
 from tuner.perf.predict import predict_metrics
-from tuner.specs import SLA, Context, Engine, EngineConfig, KVDtype, Quantization, Workload
+from tuner.specs import MTP, SLA, Context, Engine, EngineConfig, KVDtype, Quantization, Workload
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "silicon_public.csv"
 
@@ -126,6 +126,16 @@ TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS = 50
 # InferenceMAX's SGLang DeepSeek-R1 scripts on B200 (`dsr1_fp8_b200.sh`, `dsr1_fp4_b200.sh`):
 # `--scheduler-recv-interval` 30 from concurrency 16 (FP8: at TP 8), else 10. The H200 script
 # sets none (SGLang's default 1).
+# InferenceX ran its DeepSeek-R1 TensorRT-LLM MTP configs alone on this image: in
+# `.github/configs/nvidia-master.yaml`, dsr1-fp8-b200-trt-mtp from 5d517074c (2026-02-05) and
+# dsr1-fp4-b200-trt-mtp from 0aae52d4c (2026-02-06) moved to release:1.2.0rc6.post3 while
+# dsr1-fp{4,8}-b200-trt stayed on 1.2.0rc6.post2 (until e43ae2f1b, 2026-05-18). Their scripts
+# (`dsr1_fp{4,8}_b200_trt_mtp.sh`) speculate with MTP=3 draft tokens, MTP=1 with DP attention.
+# Rows on images both configs ran (1.1.0rc2.post2, SGLang 0.5.9 FP8) cannot be told apart and
+# are replayed without speculation.
+INFERENCEMAX_MTP_IMAGES = ("tensorrt-llm/release:1.2.0rc6.post3",)
+INFERENCEMAX_MTP_TOKENS = 3
+INFERENCEMAX_MTP_TOKENS_DP = 1
 INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_RECV_INTERVAL_BUSY = 30
 INFERENCEMAX_SGLANG_BUSY_CONCURRENCY = 16
@@ -146,6 +156,7 @@ class EngineSetup:
     # captured size (`enable_padding: true`); None: the engine record's defaults.
     padded_graphs_up_to: int | None = None
     recv_interval_steps: int = 1  # SGLang `--scheduler-recv-interval`
+    mtp_tokens: int = 0  # draft tokens of the model's own MTP layers (0: no speculation)
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
@@ -185,6 +196,9 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
         _, dp, _ = parallel_layout(row)
         timeout = TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS if gpt_oss else INFERENCEMAX_ADP_TIMEOUT_ITERS
         balance = timeout if dp > 1 else 0
+        mtp = 0
+        if source_field(row, "image").endswith(INFERENCEMAX_MTP_IMAGES):
+            mtp = INFERENCEMAX_MTP_TOKENS_DP if dp > 1 else INFERENCEMAX_MTP_TOKENS
         return EngineSetup(
             tokens,
             max(MIN_MAX_NUM_SEQS, users),
@@ -192,6 +206,7 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
             True,
             adp_balance_wait_iters=balance,
             padded_graphs_up_to=users,
+            mtp_tokens=mtp,
         )
     if row["backend"] == "sglang":
         chunk = 16384 if row["system"].startswith("b") else 32768
@@ -306,15 +321,20 @@ def parallel_layout(row: dict[str, str]) -> tuple[int, int, bool]:
     return tp, dp, ep
 
 
+def source_field(row: dict[str, str], name: str) -> str:
+    """One `key=value` field of a row's `silicon_data_source` ('' when absent)."""
+    for part in row.get("silicon_data_source", "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value.strip()
+    return ""
+
+
 def concurrency_of(row: dict[str, str]) -> int:
     """Closed-loop users of a row: the source's recorded `silicon_concurrency` when given (DP
     rows count `batch_size` per attention-DP rank), else `batch_size`."""
-    source = row.get("silicon_data_source", "")
-    for part in source.split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == "silicon_concurrency" and value.strip().isdigit():
-            return int(value)
-    return int(float(row["batch_size"]))
+    users = source_field(row, "silicon_concurrency")
+    return int(users) if users.isdigit() else int(float(row["batch_size"]))
 
 
 def row_case(
@@ -351,6 +371,8 @@ def row_case(
         enable_chunked_prefill=setup.chunked_prefill,
         enable_prefix_caching=False,
         engine=Engine(row["backend"]),
+        draft_model=MTP if setup.mtp_tokens else None,
+        num_speculative_tokens=setup.mtp_tokens,
     )
     # Both protocols: burst start from an idle engine, no warm-up inside the measured requests.
     isl, spread = uniform_lengths(int(row["isl"]), protocol.range_ratio)
@@ -400,10 +422,9 @@ def predict_silicon_row(
         engine = dataclasses.replace(engine, adp_balance_wait_iters=setup.adp_balance_wait_iters)
     if setup.recv_interval_steps > 1:
         engine = dataclasses.replace(engine, recv_interval_steps=setup.recv_interval_steps)
-    if setup.padded_graphs_up_to is not None:
-        engine = dataclasses.replace(
-            engine, graph_max_tokens=setup.padded_graphs_up_to, graph_exact_sizes=False
-        )
+    if setup.padded_graphs_up_to is not None:  # a captured batch verifies 1 + k tokens each
+        tokens = setup.padded_graphs_up_to * (1 + setup.mtp_tokens)
+        engine = dataclasses.replace(engine, graph_max_tokens=tokens, graph_exact_sizes=False)
     metrics = predict_metrics(config, ctx, eff, batch_wait=setup.batch_wait, engine=engine)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"

@@ -65,3 +65,24 @@ def test_uniform_lengths_cover_the_drawn_range(length: int, ratio: float | None)
     assert low <= mean <= length and 0.0 <= spread < 1.0
     # mean +- spread spans [low, length] to within rounding
     assert abs(mean * (1 - spread) - low) <= 1 and abs(mean * (1 + spread) - length) <= 1
+
+
+MOE_ROWS = [r for r in silicon.load_rows(silicon.DEFAULT_CSV.parent / "moe_public.csv")
+            if not r.get("duplicate_of")]  # fmt: skip
+
+
+def test_only_the_image_inferencemax_ran_mtp_alone_on_replays_mtp() -> None:
+    def image(r: dict[str, str]) -> str:
+        return silicon.source_field(r, "image")
+
+    post3 = [r for r in MOE_ROWS if image(r).endswith(silicon.INFERENCEMAX_MTP_IMAGES)]
+    assert post3 and all(r["backend"] == "trtllm" for r in post3)
+    for row in post3:
+        _, dp, _ = silicon.parallel_layout(row)
+        _, _, config, _ = silicon.row_case(row)
+        assert config.draft_model == "mtp"
+        assert config.num_speculative_tokens == (1 if dp > 1 else 3)  # the script's MTP=
+    # The plain configs' image, and images both configs ran, replay without speculation.
+    others = [r for r in MOE_ROWS if r["backend"] == "trtllm" and image(r).endswith(
+        ("release:1.2.0rc6.post2", "release:1.1.0rc2.post2"))]  # fmt: skip
+    assert others and all(silicon.row_case(r)[2].draft_model is None for r in others)
