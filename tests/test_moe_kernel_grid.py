@@ -95,3 +95,16 @@ def test_grid_interpolation_stays_inside_its_cells() -> None:
             v = grid.efficiency(m, n)
             assert min(min(r) for r in grid.values) - 1e-12 <= v <= max(max(r) for r in grid.values)
             assert math.isfinite(v)
+
+
+def test_sglang_on_sm100_runs_tensorrt_llms_fp8_and_fp4_moe_kernels() -> None:
+    from tuner.perf.moe_kernels import moe_kernel_engine
+
+    # sglang 0.5.9 ServerArgs: moe_runner_backend flashinfer_trtllm on sm100 for fp8/fp4 experts.
+    for cls in ("8", "4"):
+        for gpu in ("b200", "b300", "gb200", "gb300"):
+            assert moe_kernel_engine("sglang", cls, load_gpu(gpu).compute_capability) == "trtllm"
+    assert moe_kernel_engine("sglang", "16", 10.0) == "sglang"  # bf16 experts: its own kernels
+    assert moe_kernel_engine("sglang", "8", 9.0) == "sglang"  # Hopper
+    assert moe_kernel_engine("sglang", "4", 12.0) == "sglang"  # RTX PRO 6000 is sm120
+    assert moe_kernel_engine("vllm", "8", 10.0) == "vllm"

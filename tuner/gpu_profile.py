@@ -32,6 +32,11 @@ class GPUProfile(_Strict):
     display_name: Name = Field(description="Vendor's product name")
     aliases: list[Name] = Field(default_factory=list, description="Names NVML reports")
     architecture: Architecture
+    compute_capability: float | None = Field(
+        default=None,
+        ge=0,
+        description="CUDA compute capability (10.0 B200, 12.0 RTX PRO 6000); None = not recorded",
+    )
     sm_count: int = Field(gt=0)
     memory_gib: float = Field(gt=0, description="Device memory as marketed (GB ~ GiB for HBM)")
     memory_bandwidth_gbps: float = Field(gt=0, description="Peak DRAM bandwidth, GB/s")

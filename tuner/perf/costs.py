@@ -37,7 +37,7 @@ from tuner.perf.memory import (
     replica_shape,
 )
 from tuner.perf.moe import MoECost, expected_experts_touched
-from tuner.perf.moe_kernels import kernel_class, moe_gemm_grid
+from tuner.perf.moe_kernels import kernel_class, moe_gemm_grid, moe_kernel_engine
 from tuner.perf.precision import ACTIVATION_BYTES, FP4_FORMATS, precision_for
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
@@ -270,7 +270,9 @@ def _moe_cost(
         token_bytes=model.hidden_size * ACTIVATION_BYTES,
         link_bytes_per_s=_link_bytes_per_s(gpu, tp * dp, eff),
         exchange_latency_s=eff.allreduce_latency_s,
-        grid=moe_gemm_grid(config.engine.value, cls, gpu.name),
+        grid=moe_gemm_grid(
+            moe_kernel_engine(config.engine.value, cls, gpu.compute_capability), cls, gpu.name
+        ),
         peak_flops_per_s=peak,
         peak_bytes_per_s=gpu.memory_bandwidth_gbps * GIGA,
         expert_cols=model.expert_intermediate_size / (1 if config.expert_parallel else gpus),

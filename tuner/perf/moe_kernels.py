@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-__all__ = ["GRID_FILE", "MoEGemmGrid", "kernel_class", "moe_gemm_grid"]
+__all__ = ["GRID_FILE", "MoEGemmGrid", "kernel_class", "moe_gemm_grid", "moe_kernel_engine"]
 
 GRID_FILE = "moe_gemm_efficiency.json"
 # Engines whose grid a class borrows when its own engine has none (too few measured rows).
@@ -71,6 +71,22 @@ def kernel_class(weight_only: bool, fp4_path: bool, low_precision: bool) -> str:
 def _document() -> dict:
     text = resources.files("tuner").joinpath("data", GRID_FILE).read_text(encoding="utf-8")
     return dict(json.loads(text))
+
+
+# SGLang on SM100 (B200/B300, compute capability 10.x) runs FP8 and FP4 experts on FlashInfer's
+# TensorRT-LLM-generated kernels: `ServerArgs` picks `moe_runner_backend = "flashinfer_trtllm"`
+# for DeepSeek-V3/R1, Qwen3-MoE and other MoE architectures when `moe_a2a_backend` is none and
+# the quantization is fp8 / modelopt_fp8 / modelopt_fp4 (sglang 0.5.9 srt/server_args.py,
+# `_handle_model_specific_adjustments`, "Use flashinfer_trtllm as MoE runner backend on sm100").
+_SM100_FLASHINFER_TRTLLM = {"8", "4"}
+
+
+def moe_kernel_engine(engine: str, cls: str, compute_capability: float | None) -> str:
+    """Whose measured MoE kernels `engine` runs for `cls` on a GPU of this compute capability."""
+    sm100 = compute_capability is not None and 10.0 <= compute_capability < 11.0
+    if engine == "sglang" and sm100 and cls in _SM100_FLASHINFER_TRTLLM:
+        return "trtllm"
+    return engine
 
 
 @cache
