@@ -143,25 +143,14 @@ def launch_args(config: EngineConfig, model: str, *, version: str = LATEST) -> l
             str(k + 1),
             f["disable_overlap_schedule"],
         ]
-    elif k and config.draft_model == MTP:
-        # The checkpoint's MTP layers run as SGLang's EAGLE draft (the draft path defaults to
-        # the model itself): a chain of k proposals, verified with the bonus token.
-        args += [
-            f["speculative_algorithm"],
-            opts.mtp,
-            f["speculative_num_steps"],
-            str(k),
-            f["speculative_eagle_topk"],
-            "1",
-            f["speculative_num_draft_tokens"],
-            str(k + 1),
-        ]
     elif k and config.draft_model:
+        # A chain of k proposals (top-1), verified with the bonus token. The checkpoint's MTP
+        # layers run as SGLang's EAGLE draft, whose path defaults to the model itself.
+        algorithm = opts.mtp if config.draft_model == MTP else opts.draft_model
+        args += [f["speculative_algorithm"], algorithm]
+        if config.draft_model != MTP:
+            args += [f["speculative_draft_model_path"], draft_source(config.draft_model)]
         args += [
-            f["speculative_algorithm"],
-            opts.draft_model,
-            f["speculative_draft_model_path"],
-            draft_source(config.draft_model),
             f["speculative_num_steps"],
             str(k),
             f["speculative_eagle_topk"],
