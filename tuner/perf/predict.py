@@ -120,7 +120,8 @@ def engine_setup(
     if reason:
         return Metrics.infeasible(reason, BACKEND)
     draft = ctx.draft if draft_to_load(config) else None
-    mtp = ctx.model.mtp_module() if config.draft_model == MTP else None
+    speculates_mtp = config.draft_model == MTP and config.num_speculative_tokens > 0
+    mtp = ctx.model.mtp_module() if speculates_mtp else None
     plan = plan_memory(ctx.model, ctx.gpu, config, wl, draft=draft, eff=eff, mtp=mtp)
     if not plan.feasible:
         return Metrics.infeasible(
