@@ -150,8 +150,12 @@ class ProbeBudget(BaseModel):
     @classmethod
     def measured(cls) -> ProbeBudget:
         """The default of a measured (torch, vllm) search: each probe runs real load, so it is
-        bounded in time too, and a tune on a slow device (a CPU) still finishes trials."""
-        return cls(max_probes=8, max_seconds=180.0)
+        bounded in time too, and a tune on a slow device (a CPU) still finishes trials.
+
+        A probe lasts 40 service times (tuner.backends.steady_probe), about 70 s for SmolLM2-135M
+        on vLLM-CPU: 180 s held two probes, and the search ended below the capacity (vLLM's
+        defaults "measured" 2 req/s, no rate having missed). 600 s brackets and bisects."""
+        return cls(max_probes=8, max_seconds=600.0)
 
 
 def workload_at(wl: Workload, mode: LoadMode, load: float) -> Workload:
