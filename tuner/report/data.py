@@ -18,6 +18,7 @@ from tuner.search.pareto import ParetoResult
 from tuner.search.trials import KNOBS as KNOB_COLUMNS
 from tuner.search.trials import TrialRecord
 from tuner.specs import SLA
+from tuner.validity import allowed_values
 
 __all__ = ["Point", "ReportData", "report_data"]
 
@@ -195,7 +196,9 @@ def _inputs(spec: RunSpec) -> dict[str, str]:
         "backend": spec.backend,
         "sampler": f"{spec.sampler} (seed {spec.seed}), {spec.trials} trials",
     }
-    if drafts := [d for d in spec.space.draft_model if d]:
+    # Only the drafts this model can speculate with (no MTP layers: no mtp).
+    runnable, _ = allowed_values("draft_model", spec.space.draft_model, spec.context())
+    if drafts := [d for d in runnable if d]:
         inputs["speculative acceptance"] = _acceptance_text(spec, drafts)
     return inputs
 
