@@ -642,3 +642,23 @@ def test_measured_variants_a_longer_screen_moved_off_the_pick_are_kept() -> None
     assert [v.restored for v in out] == [True, False, False, True]
     assert out[3].predicted_rank == 4 and out[3].status == "measured"  # its rank in this screen
     assert first.config == out[2].config and out[2].status == "skipped"  # not measured yet
+
+
+def test_a_variant_whose_server_died_shows_no_measured_capacity() -> None:
+    from types import SimpleNamespace
+
+    from tuner.cli.screen_cmd import _table
+    from tuner.screen.variant import ConfirmedVariant, Side
+    from tuner.specs import SLA
+
+    side = Side(capacity_load=2.0, capacity_rps_per_gpu=2.0, capacity_tok_s_per_gpu=128.0,
+                ttft_ms=None, tpot_ms=None)  # fmt: skip
+    died = ConfirmedVariant(
+        role="candidate", predicted_rank=1, screen_trial=3, config=EngineConfig(),
+        status="infeasible", reason="vLLM server died", predicted=side, measured=side,
+    )  # fmt: skip
+    outcome = SimpleNamespace(spec=SimpleNamespace(sla=SLA(name="x")), variants=[died],
+                              recommended=None)  # fmt: skip
+    row = [col._cells[0] for col in _table(outcome).columns]  # type: ignore[arg-type]
+    assert row[2] == "infeasible" and row[3] == "128.0"  # predicted
+    assert row[4] == "-" and row[5] == "-"  # the loads it held before dying are no capacity

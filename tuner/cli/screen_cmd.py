@@ -141,13 +141,15 @@ def _table(outcome: ScreenedOutcome) -> Table:
     for v in outcome.variants:
         p, m = v.predicted, v.measured
         mark = " *" if v is outcome.recommended else ""
+        # A variant whose server died mid-search has no capacity, only the loads it held before.
+        ran = v.status == "measured"
         t.add_row(
             escape(_label(v) + mark),
             escape(short_config(v.config)),
             v.status,
             _num(p.capacity_tok_s_per_gpu if p else None),
-            _num(m.capacity_tok_s_per_gpu if m else None),
-            _pct(v.rel_error("capacity_tok_s_per_gpu")),
+            _num(m.capacity_tok_s_per_gpu if m and ran else None),
+            _pct(v.rel_error("capacity_tok_s_per_gpu") if ran else None),
             _pair(v, "ttft_ms", ",.0f"),
             _pair(v, "tpot_ms", ",.1f"),
         )
