@@ -416,15 +416,18 @@ def predict_silicon_row(
         num_gpus=config.tensor_parallel_size * config.data_parallel_size,
     )
     # The engine's own behaviour, with the prefill/decode mixing this source recorded.
-    engine = engine_model(config.engine, config.tensor_parallel_size, ctx.gpu.memory_gib)
+    # TensorRT-LLM's padded decode graphs up to the script's batch, each sequence verifying 1 + k
+    # tokens: the engine record's own widening (`engine_model`), as the tuner's export sets it.
+    graphs = setup.padded_graphs_up_to
+    graph_tokens = graphs * (1 + setup.mtp_tokens) if graphs is not None else None
+    engine = engine_model(
+        config.engine, config.tensor_parallel_size, ctx.gpu.memory_gib, graph_tokens
+    )
     engine = dataclasses.replace(engine, mix_prefill_decode=setup.mix_prefill_decode)
     if setup.adp_balance_wait_iters:
         engine = dataclasses.replace(engine, adp_balance_wait_iters=setup.adp_balance_wait_iters)
     if setup.recv_interval_steps > 1:
         engine = dataclasses.replace(engine, recv_interval_steps=setup.recv_interval_steps)
-    if setup.padded_graphs_up_to is not None:  # a captured batch verifies 1 + k tokens each
-        tokens = setup.padded_graphs_up_to * (1 + setup.mtp_tokens)
-        engine = dataclasses.replace(engine, graph_max_tokens=tokens, graph_exact_sizes=False)
     metrics = predict_metrics(config, ctx, eff, batch_wait=setup.batch_wait, engine=engine)
     if not metrics.feasible:
         res.skipped = f"predicted infeasible: {metrics.reason}"
