@@ -162,3 +162,32 @@ def test_plan_requests_shares_the_prefix_and_keeps_lengths() -> None:
         shared = round(0.5 * r.input_tokens)
         assert r.prompt[:shared] == pool[:shared]
     assert plan_requests(w, plan_workload(w, None, count=20), pool) == reqs  # seeded
+
+
+@pytest.mark.parametrize("hit", [0.0, 0.5])
+def test_runs_on_one_server_send_no_prompt_twice(hit: float) -> None:
+    # A server keeps its prefix cache between runs (capacity probes, calibration runs): the
+    # same seed must not resend a prompt, or the cache hits more than the workload asks for.
+    w = _workload(input_tokens=24, num_requests=12, prefix_cache_hit=hit)
+    with running_fake_server(FakeServerConfig(ttft_s=0.01, itl_s=0.002)) as server:
+        for _ in range(2):
+            assert run_workload(Endpoint(server.url), w).feasible
+    prompts = [b["prompt"] for b in server.bodies]
+    assert len(prompts) >= 24
+    shared = round(hit * 24)
+    keys = [tuple(p[shared : shared + 4]) if isinstance(p, list) else p for p in prompts]
+    assert len(set(keys)) == len(keys)  # every own part opens differently
+
+
+def test_salted_prompts_keep_lengths_prefix_and_seed() -> None:
+    pool = list(range(100, 400))
+    w = Workload(input_tokens=40, output_tokens=8, prefix_cache_hit=0.5, num_requests=20, seed=3)
+    plan = plan_workload(w, None, count=20)
+    one, two = plan_requests(w, plan, pool, salt=1), plan_requests(w, plan, pool, salt=2)
+    assert plan_requests(w, plan, pool, salt=1) == one  # the salt is the only new input
+    for a, b in zip(one, two, strict=True):
+        assert isinstance(a.prompt, list) and isinstance(b.prompt, list)
+        assert len(a.prompt) == a.input_tokens == b.input_tokens
+        assert a.prompt[:20] == b.prompt[:20] == pool[:20]
+        assert a.prompt[24:] == b.prompt[24:]  # past the salted opening: the seeded window
+    assert sum(a.prompt[20:24] != b.prompt[20:24] for a, b in zip(one, two, strict=True)) >= 19

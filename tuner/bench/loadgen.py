@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import secrets
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
@@ -133,13 +134,18 @@ async def arun_workload(
             if endpoint.api == "completions"
             else None
         )
-        reqs = plan_requests(workload, plan, pool)
+        # A fresh salt per run: the seed alone would resend a run's prompts to a server that
+        # kept them in its prefix cache (every capacity probe, every calibration run), hits the
+        # workload does not ask for and `vllm bench serve`'s random prompts never get.
+        salt = secrets.randbits(62)
+        reqs = plan_requests(workload, plan, pool, salt=salt)
         # Probes at the mean lengths (no spread, no lengths file), content of another seed.
         mean = plan_workload(
             workload.model_copy(update={"length_spread": 0.0}), None, count=options.probe_requests
         )
         try:
-            probe_e2e_s = await client.probe(plan_requests(workload, mean, pool, seed_offset=1))
+            probe = plan_requests(workload, mean, pool, seed_offset=1, salt=salt + 1)
+            probe_e2e_s = await client.probe(probe)
         except BudgetCut:
             return _budget_spent(backend, "before the load started (during the probe request)")
         finished = 0

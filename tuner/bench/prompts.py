@@ -13,7 +13,7 @@ from typing import Any
 from tuner.bench.arrivals import ArrivalPlan
 from tuner.specs import Workload
 
-__all__ = ["PlannedRequest", "block_content", "corpus_words", "plan_requests"]
+__all__ = ["SALT_TOKENS", "PlannedRequest", "block_content", "corpus_words", "plan_requests"]
 
 # Common English words: the corpus prompts are cut from (tokenizes to ~1 token per word).
 _VOCABULARY = (
@@ -26,6 +26,9 @@ _VOCABULARY = (
     "east west film light book open public large power local along still"
 )
 _WORDS = _VOCABULARY.split()
+# Tokens (or words) of a salted prompt's own part that come from its salt: with ~200 distinct
+# corpus tokens, 200^4 openings make two salted prompts start alike about never.
+SALT_TOKENS = 4
 
 
 @dataclass(frozen=True)
@@ -49,29 +52,44 @@ def plan_requests(
     token_pool: list[int] | None,
     *,
     seed_offset: int = 0,
+    salt: int | None = None,
 ) -> list[PlannedRequest]:
     """Prompts for the planned lengths; token-id prompts cut from `token_pool` if given.
 
     A shared prefix of `prefix_cache_hit` x input tokens (the pool's start) opens every prompt;
     the rest is a window at a random offset, so prompts differ after the prefix. A trace's
     requests (`plan.blocks`) get content from their block ids instead (`block_content`).
+    `salt`: the first SALT_TOKENS of each prompt's own part come from it and the request's
+    index, so no two requests of a run, nor of two runs with different salts, share more than
+    the prefix the workload asks for.
     """
     rng = random.Random(workload.seed + seed_offset)
     if plan.blocks is not None:
         return _trace_requests(plan, token_pool, rng)
     planned = []
-    for isl, osl in zip(plan.input_tokens.tolist(), plan.output_tokens.tolist(), strict=True):
+    lengths = zip(plan.input_tokens.tolist(), plan.output_tokens.tolist(), strict=True)
+    for i, (isl, osl) in enumerate(lengths):
         shared = min(isl, round(workload.prefix_cache_hit * isl))
         if token_pool:
             start = rng.randrange(len(token_pool))
-            body = [token_pool[(start + i) % len(token_pool)] for i in range(isl - shared)]
+            body = [token_pool[(start + j) % len(token_pool)] for j in range(isl - shared)]
+            _salt(body, token_pool, salt, i)
             planned.append(PlannedRequest(token_pool[:shared] + body, isl, osl))
         else:
-            words = corpus_words(shared, workload.seed) + [
-                rng.choice(_WORDS) for _ in range(isl - shared)
-            ]
-            planned.append(PlannedRequest(" ".join(words), isl, osl))
+            words = [rng.choice(_WORDS) for _ in range(isl - shared)]
+            _salt(words, _WORDS, salt, i)
+            text = " ".join(corpus_words(shared, workload.seed) + words)
+            planned.append(PlannedRequest(text, isl, osl))
     return planned
+
+
+def _salt(own: list[Any], choices: list[Any], salt: int | None, index: int) -> None:
+    """Open a prompt's own part with tokens drawn from (salt, index), in place."""
+    if salt is None:
+        return
+    rng = random.Random(f"{salt}:{index}")
+    for j in range(min(SALT_TOKENS, len(own))):
+        own[j] = rng.choice(choices)
 
 
 def block_content(block_id: int, count: int, token_pool: list[int] | None) -> list[int] | list[str]:
