@@ -25,7 +25,9 @@ from tuner.specs import GPUProfile
 pytestmark = pytest.mark.unit
 
 
-def _calibrated(gpu: GPUProfile, model: str, backend: str = "vllm") -> GPUProfile:
+def _calibrated(
+    gpu: GPUProfile, model: str, backend: str = "vllm", users: int = 16
+) -> GPUProfile:
     cal = Calibration(
         backend=backend,  # type: ignore[arg-type]
         model=model,
@@ -33,7 +35,7 @@ def _calibrated(gpu: GPUProfile, model: str, backend: str = "vllm") -> GPUProfil
         host="test host",
         efficiency={"step_overhead_s": 0.004},
         residuals={"ttft": Residual(median_abs_rel_error=0.1, p90_abs_rel_error=0.2, count=2)},
-        grid=CalibrationGrid(batch=(1, 4), context=(32, 512), chunk=(32, 512)),
+        grid=CalibrationGrid(batch=(1, users), context=(32, 512), chunk=(32, 512)),
     )
     return gpu.model_copy(update={"calibration": cal, "name": "cpu-calibrated"})
 
@@ -112,3 +114,17 @@ def test_profile_age_says_how_old_and_where() -> None:
         "vllm calibration of smollm2-135m, 10 days old (2026-01-01T00:00:00+00:00, test host)"
     )
     assert profile_age(SPEC.gpu) == "not calibrated"
+
+
+def test_a_stored_profile_that_never_saw_16_users_is_calibrated_again(
+    vllm_backend: VLLMBackend,
+) -> None:
+    # Fitted on 1 and 4 users it predicted vLLM-CPU's capacity 60% too high (issue 34).
+    from tuner.calibrate.profile import write_profile
+
+    stored = stored_profile_path("smollm2-135m", build_name(vllm_backend.cpu_build))
+    write_profile(_calibrated(SPEC.gpu, "smollm2-135m", users=4), stored)
+    calibrate = _Calibrate()
+    spec, note = screen_profile(SPEC, vllm_backend, calibrate=calibrate)
+    assert calibrate.calls == 1 and note is not None and "calibrated now" in note
+    assert spec.gpu.calibration is not None and spec.gpu.calibration.grid.batch == (1, 16)

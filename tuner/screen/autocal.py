@@ -5,7 +5,7 @@ were measured (issue 34): a screen with that profile ranks noise. So before the 
 run's device profile carries no vLLM calibration, the screened tune uses a stored calibrated
 profile of this host, engine build and model (and says how old it is and where it came from),
 else runs `tuner calibrate --backend vllm`'s bounded quick runs (`QUICK_RUNS`: one server start,
-four loads) on the measuring backend and stores the result for the next run.
+eight loads, up to 16 users) on the measuring backend and stores the result for the next run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tuner.calibrate.vllm_run import QUICK_RUNS
 from tuner.errors import TunerError
 from tuner.run_spec import RunSpec
 from tuner.specs import GPUProfile
@@ -68,7 +69,11 @@ def _stored(path: Path, model: str) -> GPUProfile | None:
     except TunerError:
         return None  # unreadable: calibrated again and replaced
     cal = gpu.calibration
-    return gpu if cal is not None and cal.backend == "vllm" and cal.model == model else None
+    if cal is None or cal.backend != "vllm" or cal.model != model:
+        return None
+    # A profile fitted on fewer users than the quick runs measure (an older tuner's) never saw
+    # the batches a capacity search reaches: calibrated again and replaced.
+    return gpu if cal.grid.batch[1] >= max(QUICK_RUNS.users) else None
 
 
 def screen_profile(
@@ -93,7 +98,7 @@ def screen_profile(
     if stored is not None:
         return _with(spec, stored), f"screen profile: stored {path} ({profile_age(stored)})"
     if calibrate is None:
-        from tuner.calibrate.vllm_run import QUICK_RUNS, calibrate_vllm
+        from tuner.calibrate.vllm_run import calibrate_vllm
 
         def calibrate(model: Any, **kw: Any) -> Any:
             return calibrate_vllm(model, runs=QUICK_RUNS, **kw)
