@@ -25,9 +25,7 @@ from tuner.specs import GPUProfile
 pytestmark = pytest.mark.unit
 
 
-def _calibrated(
-    gpu: GPUProfile, model: str, backend: str = "vllm", users: int = 16
-) -> GPUProfile:
+def _calibrated(gpu: GPUProfile, model: str, backend: str = "vllm", users: int = 16) -> GPUProfile:
     cal = Calibration(
         backend=backend,  # type: ignore[arg-type]
         model=model,
@@ -124,7 +122,10 @@ def test_a_stored_profile_that_never_saw_16_users_is_calibrated_again(
 
     stored = stored_profile_path("smollm2-135m", build_name(vllm_backend.cpu_build))
     write_profile(_calibrated(SPEC.gpu, "smollm2-135m", users=4), stored)
-    calibrate = _Calibrate()
-    spec, note = screen_profile(SPEC, vllm_backend, calibrate=calibrate)
+    calibrate, said = _Calibrate(), list[str]()
+    spec, note = screen_profile(SPEC, vllm_backend, calibrate=calibrate, progress=said.append)
     assert calibrate.calls == 1 and note is not None and "calibrated now" in note
     assert spec.gpu.calibration is not None and spec.gpu.calibration.grid.batch == (1, 16)
+    assert said == [
+        f"the stored calibration {stored} saw at most 4 users, not 16: calibrating first"
+    ]

@@ -58,22 +58,30 @@ def profile_age(gpu: GPUProfile, now: dt.datetime | None = None) -> str:
     return f"{cal.backend} calibration of {cal.model}, {age} old ({cal.measured_at}, {cal.host})"
 
 
-def _stored(path: Path, model: str) -> GPUProfile | None:
-    """The profile at `path` if it is a vLLM calibration of `model`, else None."""
+def _stored(path: Path, model: str) -> tuple[GPUProfile | None, str]:
+    """The profile at `path` if it is a usable vLLM calibration of `model`, else None and why
+    this run calibrates (the profile is then calibrated again and replaced)."""
     from tuner.yaml_read import load_yaml_model
 
+    missing = f"no vLLM calibration of {model} on this host"
     if not path.is_file():
-        return None
+        return None, missing
     try:
         gpu = load_yaml_model(path, GPUProfile)
     except TunerError:
-        return None  # unreadable: calibrated again and replaced
+        return None, f"the stored calibration {path} is unreadable"
     cal = gpu.calibration
     if cal is None or cal.backend != "vllm" or cal.model != model:
-        return None
-    # A profile fitted on fewer users than the quick runs measure (an older tuner's) never saw
-    # the batches a capacity search reaches: calibrated again and replaced.
-    return gpu if cal.grid.batch[1] >= max(QUICK_RUNS.users) else None
+        return None, missing
+    # Fitted on fewer users than the quick runs measure (an older tuner's profile), it never
+    # saw the batches a capacity search reaches.
+    users = max(QUICK_RUNS.users)
+    if cal.grid.batch[1] < users:
+        return (
+            None,
+            f"the stored calibration {path} saw at most {cal.grid.batch[1]} users, not {users}",
+        )
+    return gpu, ""
 
 
 def screen_profile(
@@ -94,7 +102,7 @@ def screen_profile(
     if cal is not None and cal.backend == "vllm":
         return spec, f"screen profile: {spec.gpu.name}, given ({profile_age(spec.gpu)})"
     path = stored_profile_path(spec.model.name, build_name(backend.cpu_build))
-    stored = _stored(path, spec.model.name)
+    stored, why_not = _stored(path, spec.model.name)
     if stored is not None:
         return _with(spec, stored), f"screen profile: stored {path} ({profile_age(stored)})"
     if calibrate is None:
@@ -103,7 +111,7 @@ def screen_profile(
         def calibrate(model: Any, **kw: Any) -> Any:
             return calibrate_vllm(model, runs=QUICK_RUNS, **kw)
 
-    progress(f"no vLLM calibration of {spec.model.name} on this host: calibrating first")
+    progress(f"{why_not}: calibrating first")
     from tuner.calibrate.profile import write_profile
 
     try:
