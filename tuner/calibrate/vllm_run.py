@@ -66,7 +66,8 @@ class RequestRuns:
 # Decode runs reach 16 users at two contexts: a capacity search drives the server to tens of
 # running sequences, and with only 1-4 users nothing tells per-sequence costs from KV reads
 # (vLLM-CPU, SmolLM2-135M: calibrated on 1 and 4 users at one context, the screen predicted
-# the defaults' capacity 60% above the measured one; with 16 users at 128 and 512, 19%).
+# the defaults' capacity 60% above the measured one; with 16 users at 128 and 512 tokens, 9%
+# and 19% above in two calibrations).
 REQUEST_RUNS = RequestRuns(
     prompts=(32, 256, 1024),
     users=(1, 4, 16),
