@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tuner.backends.vllm import VLLMBackend
-from tuner.calibrate.vllm_run import RequestRuns, calibrate_vllm
+from tuner.calibrate.vllm_run import QUICK_RUNS, RequestRuns, calibrate_vllm
 from tuner.catalog import load_model
 from tuner.cli import app
 
@@ -60,5 +60,5 @@ def test_calibrate_vllm_quick_fits_ttft_and_tpot(tmp_path: Path) -> None:
     assert cal["backend"] == "vllm" and cal["model"] == "smollm2-135m"
     assert set(cal["residuals"]) == {"ttft", "tpot"}
     assert cal["residuals"]["ttft"]["count"] >= 2
-    assert cal["efficiency"] and cal["grid"]["batch"] == [1, 4]
+    assert cal["efficiency"] and cal["grid"]["batch"] == [1, max(QUICK_RUNS.users)]
     assert runner.invoke(app, ["validate", str(out), "--kind", "gpu"]).exit_code == 0
