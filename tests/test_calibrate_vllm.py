@@ -52,10 +52,11 @@ def test_vllm_calibration_fits_a_served_model_from_one_server(tmp_path: Path) ->
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
-def test_calibrate_vllm_quick_fits_ttft_and_tpot(tmp_path: Path) -> None:
-    out = tmp_path / "vllm.yaml"
-    result = runner.invoke(app, ["calibrate", "--backend", "vllm", "--out", str(out), "--quick"])
-    assert result.exit_code == 0, result.output
+def test_calibrate_vllm_quick_fits_ttft_and_tpot(
+    quick_vllm_profile: tuple[int, str, Path],
+) -> None:
+    code, output, out = quick_vllm_profile
+    assert code == 0, output
     cal = yaml.safe_load(out.read_text())["calibration"]
     assert cal["backend"] == "vllm" and cal["model"] == "smollm2-135m"
     assert set(cal["residuals"]) == {"ttft", "tpot"}

