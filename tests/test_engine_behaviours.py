@@ -6,6 +6,9 @@ a captured decode does not."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tuner import catalog
+from tuner.hf_config import load_hf_config
 from tuner.perf.costs import layer_kernels, step_cost_model
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY
-from tuner.perf.engines import ENGINE_MODELS, ENGINE_NAMES, engine_model
+from tuner.perf.engines import (
+    ENGINE_MODELS,
+    ENGINE_NAMES,
+    SGLANG_EAGER_KERNEL_S,
+    engine_model,
+)
 from tuner.perf.scheduler import RequestSet, SchedulerLimits, simulate
 from tuner.perf.speculative import step_coeffs
 from tuner.specs import Engine, EngineConfig
@@ -110,8 +119,10 @@ def test_an_attention_dp_balance_wait_delays_a_lone_prompt() -> None:
 
 
 def test_an_eager_prefill_pays_the_per_layer_launch_cost_a_captured_decode_does_not() -> None:
-    eager_s = DEFAULT_EFFICIENCY.eager_launch_s * layer_kernels(MODEL, 0)
-    assert COST.eager_s == pytest.approx(eager_s) and eager_s > 0
+    kernels = layer_kernels(MODEL, 0)
+    assert COST.eager_kernels == kernels
+    assert COST.eager_s == pytest.approx(DEFAULT_EFFICIENCY.eager_launch_s * kernels)
+    eager_s = SGLANG_EAGER_KERNEL_S * kernels  # SGLang prices its kernels at its measured cost
     captured = dataclasses.replace(SGLANG, eager_prefill=False, graph_max_tokens=10**6)
     reqs = _requests([1000], [50], [0.0])
     eager = simulate(reqs, _limits(SGLANG), COST)
@@ -177,3 +188,37 @@ def test_trtllm_decode_graphs_cover_the_batch_its_export_captures() -> None:
     assert default.finish_s.max() - padded.finish_s.max() == pytest.approx(
         steps * COST.eager_s, rel=0.05
     )
+
+
+# DeepSeek-Coder-V2-Lite-Instruct's config.json (the keys the reader uses): MLA without a query
+# LoRA, 64 routed experts (top 6), 2 shared, the first layer dense.
+V2_LITE = {
+    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+    "hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+    "num_hidden_layers": 27, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
+    "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+    "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2, "n_group": 1,
+    "topk_group": 1, "topk_method": "greedy", "scoring_func": "softmax",
+    "norm_topk_prob": False, "routed_scaling_factor": 1.0, "attention_bias": False,
+    "hidden_act": "silu", "max_position_embeddings": 163840, "rms_norm_eps": 1e-06,
+    "rope_theta": 10000, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "vocab_size": 102400,
+}  # fmt: skip
+
+
+def test_sglangs_eager_kernel_cost_is_the_median_of_its_published_eager_steps(
+    tmp_path: Path,
+) -> None:
+    # SGLang batch-1 decode steps with --disable-cuda-graph (host bound; tuner.perf.engines
+    # cites each): Llama-3-8B 8.23 and 9.28 ms, DeepSeek-Coder-V2-Lite about 4 x 6.22
+    # ms and 31 ms. Each, less the step overhead, over the kernels `layer_kernels` counts.
+    lite_dir = tmp_path / "deepseek-coder-v2-lite"
+    lite_dir.mkdir()
+    (lite_dir / "config.json").write_text(json.dumps(V2_LITE))
+    llama, lite = layer_kernels(MODEL, 0), layer_kernels(load_hf_config(lite_dir), 0)
+    steps = [(8.23e-3, llama), (9.28e-3, llama), (4 * 6.22e-3, lite), (31e-3, lite)]
+    per_kernel = [(s - DEFAULT_EFFICIENCY.step_overhead_s) / k for s, k in steps]
+    assert statistics.median(per_kernel) == pytest.approx(SGLANG_EAGER_KERNEL_S, rel=0.05)
+    assert SGLANG.eager_kernel_s == SGLANG_EAGER_KERNEL_S
+    assert VLLM.eager_kernel_s is None and TRTLLM.eager_kernel_s is None  # none measured

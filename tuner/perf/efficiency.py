@@ -84,10 +84,11 @@ class Efficiency:
     # one launch). The engines' eager steps (tuner.perf.engines) pay it per kernel of every layer
     # (counts: tuner.perf.costs.layer_kernels), serialized with the GPU by the host syncs MoE
     # routing and the scheduler make every step. 20 us is the middle of PyTorch's eager per-op
-    # host cost (10-30 us with its Python module code). `python benchmarks/accuracy.py` at 10 /
-    # 20 / 30 us: dense silicon TTFT 22.7 / 21.7 / 21.0% (TPOT 8.6 / 8.2 / 8.8%), MoE TTFT
-    # 60.7 / 57.4 / 53.0% (TPOT 19.7 / 20.2 / 20.4%); with the dense layers' launches hidden
-    # behind the GPU instead, the dense rows stay at 23.6% (as with no eager cost at all).
+    # host cost (10-30 us with its Python module code); an engine whose eager steps were measured
+    # carries its own figure (`EngineModel.eager_kernel_s`: SGLang's 35 us). `python
+    # benchmarks/accuracy.py` with 35 us for every engine instead: MoE TTFT 50.0 -> 42.8%, but
+    # the FP4 block 17.0 -> 19.2% (TPOT 5.6 -> 6.8%) and TensorRT-LLM's public throughput rows
+    # 9.9 -> 12.6%; no eager step of TensorRT-LLM or vLLM was found measured.
     eager_launch_s: float = 0.000020
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from tuner.specs import Engine
 __all__ = [
     "ENGINE_MODELS",
     "ENGINE_NAMES",
+    "SGLANG_EAGER_KERNEL_S",
     "Admission",
     "EngineModel",
     "engine_model",
@@ -66,6 +67,9 @@ class EngineModel:
     # prefill step 1000 against this threshold, so while others decode a new request waits for
     # the next poll, and right after a prefill step the scheduler polls at once.
     recv_interval_steps: int = 1
+    # Host seconds per kernel of an eager step, measured on this engine; None: the generic
+    # `Efficiency.eager_launch_s`.
+    eager_kernel_s: float | None = None
 
     def graph_step(self, tokens: int, prefill_tokens: int) -> bool:
         """Whether a step of `tokens` tokens (`prefill_tokens` of them prefill) replays a graph."""
@@ -75,6 +79,15 @@ class EngineModel:
             return False
         return not self.graph_exact_sizes or tokens in _TRTLLM_CAPTURED
 
+
+# SGLang's eager steps, measured: batch-1 decode with --disable-cuda-graph is host bound, so the
+# step time less the 0.6 ms step overhead (`Efficiency.step_overhead_s`) over the kernels
+# `tuner.perf.costs.layer_kernels` counts is the host cost of one kernel. Llama-3-8B on H100:
+# 8.23 ms (FlashInfer attention) and 9.28 ms (Triton), 320 kernels = 24 and 27 us
+# (sgl-project/sglang PR #1401, 2024-09); DeepSeek-Coder-V2-Lite (MLA + MoE, 587 kernels):
+# about 4 x its 6.22 ms graphed step = 41 us (same PR), 31 ms per token on A100 = 52 us
+# (sgl-project/sglang issue #1369). Their median, 34 us (tests/test_engine_behaviours.py).
+SGLANG_EAGER_KERNEL_S = 0.000035
 
 # TensorRT-LLM's default CUDA-graph batch sizes: 1..31, 32, 64, 128 (`CudaGraphConfig`
 # `_generate_cuda_graph_batch_sizes`, docs/engines.md section 5), replayed only at those sizes.
@@ -105,6 +118,7 @@ ENGINE_MODELS: dict[str, EngineModel] = {
         mix_prefill_decode=False,
         eager_prefill=True,
         graph_max_tokens=256,
+        eager_kernel_s=SGLANG_EAGER_KERNEL_S,
     ),
     # TensorRT-LLM PyTorch backend (1.2): GUARANTEED_NO_EVICT, in-flight batching mixes context
     # and generation, decode-only graphs, context steps eager. Its default CudaGraphConfig
