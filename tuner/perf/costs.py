@@ -102,8 +102,13 @@ class StepCostModel:
     moe: MoECost | None = None  # routed experts; None for dense models
     dp: int = 1  # attention data-parallel ranks the step's tokens spread over
     decode_attn_flops_per_ctx: float = 0.0  # per query and cached token; 0 = attn_flops_per_ctx
-    eager_s: float = 0.0  # host time to launch every kernel of every layer (a step with no graph)
-    eager_kernels: float = 0.0  # the kernels eager_s launches (an engine may price them itself)
+    eager_kernels: float = 0.0  # kernels of every layer a step with no captured graph launches
+    eager_kernel_s: float = 0.0  # host time to launch one of them (an engine may measure its own)
+
+    @property
+    def eager_s(self) -> float:
+        """Host time to launch every kernel of every layer (a step no captured graph covers)."""
+        return self.eager_kernels * self.eager_kernel_s
 
     @property
     def num_experts(self) -> int:
@@ -334,13 +339,12 @@ def step_cost_model(
     moe_allreduce = dp == 1
     allreduces = layers + model.num_dense_layers + (model.num_moe_layers if moe_allreduce else 0)
     prefill_flops, decode_flops = _attention_flops(model, tp)
-    kernels = layer_kernels(model, _collectives_per_layer(config, model))
     if not model.uses_mla and context is not None:
         prefill_flops *= kv_layers_cached(model, context) / layers
     return StepCostModel(
         fixed_s=eff.step_overhead_s + layers * eff.layer_overhead_s,
-        eager_s=eff.eager_launch_s * kernels,
-        eager_kernels=kernels,
+        eager_kernels=layer_kernels(model, _collectives_per_layer(config, model)),
+        eager_kernel_s=eff.eager_launch_s,
         seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),

@@ -27,9 +27,8 @@ def engine_step_coeffs(
     # Each attention-DP rank replays its own graphs, sized for its share of the batch.
     tokens = -(-(num_decode * queries + prefill_tokens) // dp_ranks)
     if engine is not None and not engine.graph_step(tokens, prefill_tokens):
-        launch = target.eager_s
-        if engine.eager_kernel_s is not None:  # measured on this engine
-            launch = target.eager_kernels * engine.eager_kernel_s
+        per_kernel = engine.eager_kernel_s or target.eager_kernel_s  # measured on this engine
+        launch = target.eager_kernels * per_kernel
         if engine.eager_overlaps_gpu:  # only what the GPU's work does not hide
             launch = max(0.0, launch - (const - target.fixed_s))
         const += launch
