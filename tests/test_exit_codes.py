@@ -225,3 +225,19 @@ def test_a_vllm_tune_where_no_server_starts_exits_4_with_the_servers_reason(
     result = runner.invoke(app, [*argv, "--run-dir", str(tmp_path / "r")])
     assert result.exit_code == 4, result.output
     assert "could not run" in result.stderr and crash in result.stderr
+
+
+@pytest.mark.parametrize("gpus", ["1025", "99999999999999999999"])
+def test_more_gpus_than_a_deployment_pool_can_hold_is_one_line_and_exit_2(
+    gpus: str, tmp_path: Path
+) -> None:
+    # Found by the CLI fuzz: the disaggregated comparison built a 1025-worker pool and the run
+    # ended in an internal error (exit 1) after its trials.
+    result = CliRunner().invoke(
+        app,
+        ["tune", "--model", "llama-3.2-1b", "--gpu", "h200-sxm", "--trials", "2",
+         "--run-dir", str(tmp_path / "run"), "--num-gpus", gpus],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--num-gpus" in result.output and "1024" in result.output
+    assert not (tmp_path / "run").exists()

@@ -56,6 +56,9 @@ MEASURED_ENGINES = (Engine.vllm,)
 # A run past this is a typo, not a plan: 100k sim trials already take hours.
 MAX_TRIALS = 100_000
 DEFAULT_NUM_GPUS = 8
+# The most GPUs a run may spread over: a deployment pool holds at most 1024 workers
+# (tuner.deployment.Pool), and the disaggregated comparison splits --num-gpus into two pools.
+MAX_NUM_GPUS = 1024
 RUN_FILE = "run.yaml"
 # Fields that say how long to search or which tuner wrote run.yaml: two specs differing only
 # here are one run (a resume may raise the budget). Every other field, a new one included, is
@@ -91,7 +94,10 @@ class RunSpec(BaseModel):
     workload: Workload
     space: SearchSpace
     num_gpus: int = Field(
-        default=DEFAULT_NUM_GPUS, ge=1, description="GPUs available for tensor parallelism"
+        default=DEFAULT_NUM_GPUS,
+        ge=1,
+        le=MAX_NUM_GPUS,
+        description="GPUs available for tensor parallelism",
     )
     drafts: dict[str, ModelSpec] = Field(
         default_factory=dict, description="Draft models of the space, resolved"

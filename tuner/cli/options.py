@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli.app import finite_positive
-from tuner.run_spec import MAX_TRIALS
+from tuner.run_spec import MAX_NUM_GPUS, MAX_TRIALS
 from tuner.specs import (
     MAX_RATE_RPS,
     MAX_REQUEST_TOKENS,
@@ -145,7 +145,10 @@ FixedLoadRate = Annotated[
 TensorParallelGPUs = Annotated[
     int | None,
     typer.Option(
-        min=1, help="GPUs available for tensor parallelism [default: 8; torch/vllm: the local ones]"
+        min=1,
+        max=MAX_NUM_GPUS,
+        help=f"GPUs available for tensor parallelism, 1..{MAX_NUM_GPUS} "
+        "[default: 8; torch/vllm: the local ones]",
     ),
 ]
 CapacityProbes = Annotated[int | None, typer.Option(min=2, max=64, help="Capacity probes/variant")]
