@@ -11,10 +11,11 @@ from tuner.perf.memory import (
     GIB,
     kv_bytes_per_token,
     kv_heads_per_gpu,
+    kv_pool_bytes,
     plan_memory,
     weight_bytes_per_gpu,
 )
-from tuner.specs import EngineConfig, KVDtype, Quantization, Workload
+from tuner.specs import Engine, EngineConfig, KVDtype, Quantization, Workload
 
 pytestmark = pytest.mark.unit
 
@@ -30,13 +31,14 @@ QUANTS = list(Quantization)
     quant=st.sampled_from(QUANTS),
     extra_gib=st.floats(min_value=0.5, max_value=200),
     tp=st.sampled_from([1, 2, 4, 8]),
+    engine=st.sampled_from(list(Engine)),
 )
 def test_more_gpu_memory_never_lowers_kv_capacity(
-    model: str, gpu: str, quant: Quantization, extra_gib: float, tp: int
+    model: str, gpu: str, quant: Quantization, extra_gib: float, tp: int, engine: Engine
 ) -> None:
     m, g = catalog.load_model(model), catalog.load_gpu(gpu)
     bigger = g.model_copy(update={"memory_gib": g.memory_gib + extra_gib})
-    cfg = EngineConfig(quantization=quant, tensor_parallel_size=tp)
+    cfg = EngineConfig(quantization=quant, tensor_parallel_size=tp, engine=engine)
     wl = Workload()
     small = plan_memory(m, g, cfg, wl)
     large = plan_memory(m, bigger, cfg, wl)
@@ -116,3 +118,70 @@ def test_capacity_counts_full_length_sequences() -> None:
     assert plan.max_concurrent_seqs == plan.kv_capacity_blocks // (2048 // cfg.block_size)
     used = plan.weights_bytes + plan.workspace_bytes + plan.runtime_bytes
     assert used + plan.kv_capacity_tokens * plan.kv_bytes_per_token <= plan.budget_bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    engine=st.sampled_from(list(Engine)),
+    memory=st.floats(min_value=8.0, max_value=300.0),
+    fraction=st.floats(min_value=0.5, max_value=0.98),
+    weights=st.floats(min_value=0.0, max_value=300.0),
+    transient=st.floats(min_value=0.0, max_value=20.0),
+    more=st.floats(min_value=0.0, max_value=0.5),
+)
+def test_every_engines_kv_pool_grows_with_its_fraction_and_shrinks_with_the_weights(
+    engine: Engine, memory: float, fraction: float, weights: float, transient: float, more: float
+) -> None:
+    def pool(frac: float, w: float) -> float:
+        return max(0.0, kv_pool_bytes(engine, memory, frac, w, transient)[1])  # < 0: no pool
+
+    free = pool(fraction, weights)
+    assert pool(min(1.0, fraction + more), weights) >= free >= pool(fraction, weights + 1.0)
+    # No engine hands the KV pool more than its fraction of the memory the weights leave.
+    assert free <= max(0.0, fraction * (memory - weights)) + 1e-9
+
+
+def test_each_engine_sizes_its_kv_pool_by_its_own_rule() -> None:
+    """DeepSeek-R1 FP8 on 4 B200s at the same 0.9: the weights take 157 GiB of 180 GiB. vLLM's
+    0.9 x 180 GiB must also hold the activations and runtime, so little is left; SGLang's 0.9 x
+    180 GiB holds only the weights and the pool; TensorRT-LLM takes 0.9 of what the weights,
+    activations and runtime leave (its KvCacheCreator._cal_max_memory)."""
+    m, g = catalog.load_model("deepseek-r1"), catalog.load_gpu("b200")
+    wl = Workload(input_tokens=8192, output_tokens=1024)
+    plans = {
+        e: plan_memory(
+            m,
+            g,
+            EngineConfig(
+                quantization=Quantization.fp8_block,
+                kv_dtype=KVDtype.fp8,
+                tensor_parallel_size=4,
+                engine=e,
+            ),
+            wl,
+        )
+        for e in Engine
+    }
+    vllm, sglang, trt = plans[Engine.vllm], plans[Engine.sglang], plans[Engine.trtllm]
+    memory, weights = g.memory_bytes, vllm.weights_bytes
+    transient = vllm.workspace_bytes + vllm.runtime_bytes
+    kv = {e: p.kv_capacity_tokens * p.kv_bytes_per_token for e, p in plans.items()}
+    block = vllm.kv_bytes_per_token * 16  # the pool is whole blocks: at most one short
+    assert kv[Engine.vllm] == pytest.approx(0.9 * memory - weights - transient, abs=block)
+    assert kv[Engine.sglang] == pytest.approx(0.9 * memory - weights, abs=block)
+    assert kv[Engine.trtllm] == pytest.approx(0.9 * (memory - weights - transient), abs=block)
+    assert vllm.max_concurrent_seqs < sglang.max_concurrent_seqs < trt.max_concurrent_seqs
+    assert trt.budget_bytes == pytest.approx(memory - transient)
+
+
+def test_sglang_activations_must_fit_the_reserve_its_fraction_leaves() -> None:
+    """SGLang sizes its pool from --mem-fraction-static alone, so activations and the runtime
+    need the 1 - fraction left over: at 0.98 of a 24 GiB card, 0.5 GiB is not enough."""
+    m, g = catalog.load_model("llama-3.1-8b"), catalog.load_gpu("rtx-4090")
+    wl = Workload(input_tokens=512, output_tokens=128)
+    tight = EngineConfig(
+        quantization=Quantization.int4_awq, engine=Engine.sglang, gpu_memory_utilization=0.98
+    )
+    plan = plan_memory(m, g, tight, wl)
+    assert not plan.feasible and plan.reason and "--mem-fraction-static" in plan.reason
+    assert plan_memory(m, g, tight.model_copy(update={"gpu_memory_utilization": 0.85}), wl).feasible

@@ -1,8 +1,12 @@
 """Memory planner: weight and KV bytes per GPU, KV capacity, and why a variant does not fit.
 
-Mirrors vLLM's budget: `gpu_memory_utilization x device memory` must hold the weights, the
-activation peak of a `max_num_batched_tokens` forward pass, the runtime's own allocations, and
-whatever is left becomes the paged KV pool (in blocks of `block_size` tokens).
+`gpu_memory_utilization` is exported as each engine's own memory fraction, and each engine sizes
+its paged KV pool (in blocks of `block_size` tokens) from it by its own rule (`kv_pool_bytes`):
+vLLM's fraction of device memory holds the weights, the activation peak of a
+`max_num_batched_tokens` forward pass, the runtime's own allocations and the KV pool; SGLang's
+`--mem-fraction-static` holds only the weights and the KV pool; TensorRT-LLM's
+`free_gpu_memory_fraction` is a fraction of what the weights, the profiled activation peak and
+the runtime leave.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from tuner.perf.precision import (
     kv_bytes_per_vector,
     precision_for,
 )
-from tuner.specs import EngineConfig, GPUProfile, KVDtype, ModelSpec, Quantization, Workload
+from tuner.specs import Engine, EngineConfig, GPUProfile, KVDtype, ModelSpec, Quantization, Workload
 
 __all__ = [
     "GIB",
@@ -33,6 +37,7 @@ __all__ = [
     "embedding_bytes_per_gpu",
     "kv_bytes_per_token",
     "kv_heads_per_gpu",
+    "kv_pool_bytes",
     "linear_params_per_gpu",
     "plan_memory",
     "weight_bytes_per_gpu",
@@ -187,6 +192,46 @@ class MemoryPlan:
         return self.weights_bytes / GIB
 
 
+def kv_pool_bytes(
+    engine: Engine, memory: float, fraction: float, weights: float, transient: float
+) -> tuple[float, float]:
+    """(budget the weights must fit in, bytes left for the KV pool) of one GPU of `memory` bytes
+    under `engine`'s rule for its memory `fraction`; `transient` = activation peak + runtime."""
+    if engine is Engine.trtllm:
+        # KvCacheCreator.configure_kv_cache_capacity / _cal_max_memory
+        # (tensorrt_llm/_torch/pyexecutor/_util.py): after a profiling forward pass, the KV pool
+        # is free_gpu_memory_fraction x (total - weights - activation peak - non-torch memory).
+        budget = memory - transient
+        return budget, fraction * (budget - weights)
+    if engine is Engine.sglang:
+        # ModelRunner.profile_max_num_token (sglang model_runner_kv_cache_mixin.py, v0.5.8
+        # l.111-144): KV = free memory after the weights load - total x (1 - mem_fraction_static);
+        # activations and CUDA graphs live in that reserve, outside the fraction.
+        budget = memory * fraction
+        return budget, budget - weights
+    # vLLM (v1/worker/gpu_worker.py Worker.determine_available_memory, 0.32.0 l.634-745): the
+    # requested gpu_memory_utilization x total, less the non-KV memory the profiling run
+    # measured (weights, activation peak, non-torch allocations) and the CUDA-graph estimate.
+    budget = memory * fraction
+    return budget, budget - weights - transient
+
+
+def _budget_rule(config: EngineConfig, gpu: GPUProfile) -> str:
+    """How the weights' budget was set, in the engine's own terms."""
+    if config.engine is Engine.trtllm:
+        return f"{gpu.memory_gib:g} GiB less activations and runtime"
+    return f"{gpu.memory_gib:g} GiB x gpu_memory_utilization {config.gpu_memory_utilization:g}"
+
+
+def _kv_rule(engine: Engine) -> str:
+    """The engine's KV-pool rule, one phrase."""
+    if engine is Engine.trtllm:
+        return "gpu_memory_utilization x (memory - weights - activations - runtime)"
+    if engine is Engine.sglang:
+        return "gpu_memory_utilization x memory - weights"
+    return "gpu_memory_utilization x memory - weights - activations - runtime"
+
+
 def plan_memory(
     model: ModelSpec,
     gpu: GPUProfile,
@@ -201,7 +246,6 @@ def plan_memory(
     Under attention data parallelism every DP rank keeps its own sequences' KV on its own GPUs,
     so the KV capacity and concurrent sequences reported are the replica's (all ranks)."""
     tp, dp = replica_shape(config)
-    budget = gpu.memory_bytes * config.gpu_memory_utilization
     seq_len = workload.input_tokens + workload.output_tokens
     weights = weight_bytes_per_gpu(model, config.quantization, gpu, tp, dp)
     kv_tok = config_kv_bytes_per_token(model, config, seq_len)
@@ -217,7 +261,9 @@ def plan_memory(
         kv_tok += config_kv_bytes_per_token(mtp, config, seq_len)
     workspace = activation_workspace_bytes(model, config)
     runtime = resolve_efficiency(eff, gpu).runtime_overhead_bytes
-    free = budget - weights - workspace - runtime
+    budget, free = kv_pool_bytes(
+        config.engine, gpu.memory_bytes, config.gpu_memory_utilization, weights, workspace + runtime
+    )
     blocks = max(0, int(free // (kv_tok * config.block_size)))
     capacity = blocks * config.block_size
     seq_blocks = math.ceil(seq_len / config.block_size)
@@ -229,15 +275,23 @@ def plan_memory(
     if weights > budget:
         reason = (
             f"weights need {weights / GIB:.1f} GiB per GPU ({what}) but the budget is "
-            f"{budget / GIB:.1f} GiB ({gpu.memory_gib:g} GiB x gpu_memory_utilization "
-            f"{config.gpu_memory_utilization:g})"
+            f"{budget / GIB:.1f} GiB ({_budget_rule(config, gpu)})"
+        )
+    elif config.engine is Engine.sglang and workspace + runtime > gpu.memory_bytes - budget:
+        reason = (
+            f"SGLang keeps activations and runtime outside --mem-fraction-static: they need "
+            f"{(workspace + runtime) / GIB:.1f} GiB but 1 - gpu_memory_utilization "
+            f"{config.gpu_memory_utilization:g} leaves {(gpu.memory_bytes - budget) / GIB:.1f} "
+            f"GiB of {gpu.memory_gib:g} GiB ({what}); lower gpu_memory_utilization or "
+            f"max_num_batched_tokens"
         )
     elif free <= 0 or max_seqs < 1:
         reason = (
-            f"no room for one {seq_len}-token sequence: budget {budget / GIB:.1f} GiB - weights "
-            f"{weights / GIB:.1f} GiB - activations {workspace / GIB:.1f} GiB - runtime "
-            f"{runtime / GIB:.1f} GiB leaves {max(free, 0.0) / GIB:.2f} GiB for KV, and one "
-            f"sequence needs {seq_len * kv_tok / GIB:.2f} GiB ({what})"
+            f"no room for one {seq_len}-token sequence: {_kv_rule(config.engine)} leaves "
+            f"{max(free, 0.0) / GIB:.2f} GiB for KV (budget {budget / GIB:.1f} GiB, weights "
+            f"{weights / GIB:.1f} GiB, activations {workspace / GIB:.1f} GiB, runtime "
+            f"{runtime / GIB:.1f} GiB), and one sequence needs {seq_len * kv_tok / GIB:.2f} GiB "
+            f"({what})"
         )
     elif seq_len > model.max_context:
         reason = (
