@@ -16,8 +16,8 @@ from tuner.errors import InputError
 from tuner.perf import disagg
 from tuner.perf.efficiency import resolve_efficiency
 from tuner.perf.predict import EngineSetup, engine_setup
-from tuner.perf.scheduler import RequestSet
-from tuner.specs import SLA, Context, EngineConfig, Workload
+from tuner.perf.scheduler import RequestSet, SimResult
+from tuner.specs import SLA, Context, Engine, EngineConfig, Workload
 
 pytestmark = pytest.mark.unit
 
@@ -111,15 +111,17 @@ def test_a_free_link_never_beats_the_roofline_of_its_pools() -> None:
     assert n / span <= d.prefill.workers / lone_prefill * (1 + 1e-9)
 
 
-def test_one_closed_loop_user_sends_each_request_when_the_last_one_finishes() -> None:
-    wl = Workload(input_tokens=1024, output_tokens=64, concurrency=1, num_requests=6)
+def _closed_loop(users: int, n: int) -> tuple[SimResult, np.ndarray]:
+    """`users` closed-loop users sending `n` 1024/64-token requests through the test deployment."""
+    wl = Workload(input_tokens=1024, output_tokens=64, concurrency=users, num_requests=n)
     ctx, d = _ctx(wl), _deployment()
-    pre, dec = _pools(d, ctx)
-    n = 6
-    requests = RequestSet(np.full(n, 1024), np.full(n, 64), None, users=1,
-                          user_start_s=np.zeros(1))  # fmt: skip
-    moved = np.full(n, 0.002)
-    result, _ = disagg.simulate_disagg(requests, d, (pre, dec), moved)
+    requests = RequestSet(np.full(n, 1024), np.full(n, 64), None, users=users,
+                          user_start_s=np.zeros(users))  # fmt: skip
+    return disagg.simulate_disagg(requests, d, _pools(d, ctx), np.full(n, 0.002))
+
+
+def test_one_closed_loop_user_sends_each_request_when_the_last_one_finishes() -> None:
+    result, _ = _closed_loop(users=1, n=6)
     assert np.all(np.isfinite(result.finish_s))
     np.testing.assert_allclose(result.arrival_s[1:], result.finish_s[:-1], atol=1e-4)
 
@@ -160,3 +162,41 @@ def test_every_node_profile_names_a_catalog_gpu() -> None:
         gpu = catalog.load_gpu(node.gpu)
         assert node.gpus_per_node <= gpu.nvlink_domain
         assert catalog.node_for_gpu(gpu) is not None
+
+
+def _engine_deployment(engine: Engine) -> Deployment:
+    config = EngineConfig(tensor_parallel_size=4, engine=engine, **LIMITS)
+    return Deployment(prefill=Pool(workers=1, config=config), decode=Pool(workers=1, config=config))
+
+
+@pytest.mark.parametrize(
+    ("engine", "streams_prefills_token"),
+    [(Engine.sglang, True), (Engine.trtllm, True), (Engine.vllm, False)],
+)
+def test_a_decode_worker_streams_the_prefills_token_or_recomputes_the_last_position(
+    engine: Engine, streams_prefills_token: bool
+) -> None:
+    """SGLang's decode worker streams the prefill worker's token with no forward ("fake extend
+    output") and TensorRT-LLM returns a generation-only request's first token on scheduling;
+    vLLM recomputes the last prompt position, so its first token comes one step later."""
+    ctx, d = _ctx(RATE), _engine_deployment(engine)
+    pre, dec = _pools(d, ctx)
+    requests = RequestSet(np.array([2048]), np.array([64]), np.zeros(1))
+    result, prefilled = disagg.simulate_disagg(requests, d, (pre, dec), np.full(1, 0.003))
+    ready = prefilled + 0.003 + dec.limits.request_overhead_s  # the worker's ingress
+    if streams_prefills_token:
+        np.testing.assert_allclose(result.first_token_s, ready, atol=1e-12)
+    else:
+        assert result.first_token_s[0] >= ready[0] + dec.target.decode_step_s(1, 2048) * 0.999
+    # Every later token is a decode step of the one sequence, whichever way it joined.
+    tpot = (result.finish_s - result.first_token_s) / 63
+    assert tpot[0] >= dec.target.decode_step_s(1, 2048) * (1 - 1e-9)
+
+
+def test_an_unconverged_closed_loop_keeps_each_request_after_its_arrival(monkeypatch) -> None:
+    """The closed loop's arrivals come from its own completions; when the passes run out
+    before they agree, the times reported are those of the last pass simulated."""
+    monkeypatch.setattr(disagg, "MAX_PASSES", 1)
+    result, prefilled = _closed_loop(users=4, n=24)
+    assert np.all(prefilled >= result.arrival_s)
+    assert np.all(result.first_token_s >= result.arrival_s)

@@ -9,9 +9,11 @@ Dynamo route it:
     TP shard of the KV heads; MLA's latent is whole on every rank) over the link between the
     pools, NVLink when both pools fit in one scale-up domain, else each GPU's scale-out NIC, plus
     the link's latency;
- 3. the decode worker (round-robin likewise) admits it with the prompt's KV present and computes
-    only the last prompt position, as after a prefix-cache hit. The client's stream comes from
-    the decode worker, so the first token is that step's; the rest decode there.
+ 3. the decode worker (round-robin likewise) admits it with the prompt's KV present. SGLang and
+    TensorRT-LLM stream the first token the prefill worker sampled as soon as the request is
+    admitted and it joins the decode batch with no step of its own; vLLM recomputes the last
+    prompt position (as after a full prefix-cache hit), so its first token is that step's. The
+    rest decode there.
 Workers are independent engines, each simulated on its share of the requests by the aggregated
 scheduler (`perf.scheduler.simulate`). Open loop the pools are exact in sequence. Closed loop
 couples them (a user's next request waits for its decode to finish): the arrival times are
@@ -134,11 +136,18 @@ def _run_pool(
         idx = order[w::workers]
         if idx.size == 0:
             continue
+        # The decode worker receives the prompt's KV; an engine that streams the prefill
+        # worker's first token admits it straight into decoding, else it recomputes the last
+        # prompt position (EngineModel.disagg_first_token_from_prefill).
+        ready = preloaded and setup.engine.disagg_first_token_from_prefill
         share = RequestSet(
             prompt[idx],
             output[idx],
             arrival[idx],
-            preloaded=np.maximum(prompt[idx] - 1, 0) if preloaded else None,
+            preloaded=(prompt[idx] if ready else np.maximum(prompt[idx] - 1, 0))
+            if preloaded
+            else None,
+            first_token_ready=ready,
         )
         res = simulate(share, setup.limits, setup.target, setup.spec)
         run.scheduled[idx] = res.scheduled_s
@@ -179,11 +188,13 @@ def simulate_disagg(
     else:
         arrival = _closed_loop_guess(requests, pools[1])
         users = min(requests.users, n)
-        for _ in range(MAX_PASSES):
+        for last in range(MAX_PASSES):
             pre, dec = _one_pass(arrival, requests, deployment, pools, moved_s)
             nxt = arrival.copy()
             nxt[users:] = np.sort(dec.finish)[: n - users]
-            if np.all(np.abs(nxt - arrival) <= CONVERGED_S):
+            # Unconverged after the last pass: keep the arrivals that pass simulated, so every
+            # request's times stay those of one consistent run (no first token before arrival).
+            if last == MAX_PASSES - 1 or np.all(np.abs(nxt - arrival) <= CONVERGED_S):
                 break
             arrival = nxt
     return _combined(requests, arrival, pre, dec), pre.finish

@@ -70,6 +70,13 @@ class EngineModel:
     # Host seconds per kernel of an eager step, measured on this engine; None: the generic
     # `Efficiency.eager_launch_s`.
     eager_kernel_s: float | None = None
+    # Disaggregated decode worker: True when it streams the first token the prefill worker
+    # sampled and the request joins its decode batch with no forward of its own (SGLang's
+    # `event_loop_normal_disagg_decode` "fake extend output"; TensorRT-LLM's generation-only
+    # requests, `PyExecutor._handle_first_token_response`); False when it recomputes the last
+    # prompt position for its logits (vLLM's NIXL connector: all-cached prompts recompute the
+    # last token, `KVCacheManager.get_computed_blocks`, 0.32.0 l.289).
+    disagg_first_token_from_prefill: bool = False
 
     def graph_step(self, tokens: int, prefill_tokens: int) -> bool:
         """Whether a step of `tokens` tokens (`prefill_tokens` of them prefill) replays a graph."""
@@ -119,6 +126,7 @@ ENGINE_MODELS: dict[str, EngineModel] = {
         eager_prefill=True,
         graph_max_tokens=256,
         eager_kernel_s=SGLANG_EAGER_KERNEL_S,
+        disagg_first_token_from_prefill=True,
     ),
     # TensorRT-LLM PyTorch backend (1.2): GUARANTEED_NO_EVICT, in-flight batching mixes context
     # and generation, decode-only graphs, context steps eager. Its default CudaGraphConfig
@@ -134,6 +142,7 @@ ENGINE_MODELS: dict[str, EngineModel] = {
         eager_prefill=True,
         graph_max_tokens=128,
         graph_exact_sizes=False,
+        disagg_first_token_from_prefill=True,
     ),
 }
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINE_MODELS)

@@ -16,6 +16,7 @@ a sequence's context is `base + G` and the next completion is the head of a heap
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Unpack
 
@@ -84,6 +85,10 @@ class RequestSet:
     # Prompt tokens whose KV arrives already computed (a disaggregated decode worker receives
     # them from a prefill worker): the prefill starts there, as after a prefix-cache hit.
     preloaded: np.ndarray | None = None
+    # With `preloaded` the whole prompt: the prefill worker also sampled the first token, so a
+    # request joins the decode batch on admission with no step of its own (and its first token
+    # streams then).
+    first_token_ready: bool = False
 
     @property
     def count(self) -> int:
@@ -194,6 +199,8 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
     """One scheduler iteration (a step or a run of decode steps); False when nothing can run."""
     if sim.poll.now(bool(sim.decoding)):
         sim.admit_arrivals()
+        if sim.first_token_ready and sim.waiting:
+            _join_decoding(sim)
     if not sim.running and not sim.waiting:
         if not sim.pending:
             return False
@@ -223,6 +230,18 @@ def _advance(sim: EngineSim, max_run_steps: int | None) -> bool:
         sim.run_decodes(num_decode, steps, used)
     sim.finish_decoded()
     return True
+
+
+def _join_decoding(sim: EngineSim) -> None:
+    """Admit waiting requests whose whole prompt arrived computed straight into the decode batch
+    while their KV fits: no prefill step, the first token streams on admission."""
+    while sim.waiting and len(sim.running) < sim.max_seqs:
+        i = sim.waiting[0]
+        need = math.ceil(sim.prompt[i] / sim.bs)
+        if not sim._fits(need, [sim.decode_blocks_bound(sim.G), -1.0]) or not sim._reserve(i):
+            return
+        sim.admit(i, sim.prompt[i], need)
+        sim.prefill_done(i)
 
 
 def _held_steps(sim: EngineSim, num_decode: int, max_run_steps: int | None) -> int:

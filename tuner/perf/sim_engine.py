@@ -63,6 +63,7 @@ class EngineSim:
         cached = [
             (int(p * hit) // self.bs) * self.bs if i else 0 for i, p in enumerate(self.prompt)
         ]
+        self.first_token_ready = requests.first_token_ready
         if requests.preloaded is not None:
             cached = requests.preloaded.tolist()
         self.cached = [min(c, p - 1) if c else 0 for c, p in zip(cached, self.prompt, strict=True)]
