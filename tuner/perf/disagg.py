@@ -132,21 +132,22 @@ def _run_pool(
     n = prompt.size
     run = _PoolRun(np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), [])
     order = np.argsort(arrival, kind="stable")
+    # A decode worker receives the prompt's KV; an engine that streams the prefill worker's
+    # first token admits it straight into decoding, else it recomputes the last prompt position
+    # (EngineModel.disagg_first_token_from_prefill).
+    ready = preloaded and setup.engine.disagg_first_token_from_prefill
+    cached = None
+    if preloaded:
+        cached = prompt if ready else np.maximum(prompt - 1, 0)
     for w in range(workers):
         idx = order[w::workers]
         if idx.size == 0:
             continue
-        # The decode worker receives the prompt's KV; an engine that streams the prefill
-        # worker's first token admits it straight into decoding, else it recomputes the last
-        # prompt position (EngineModel.disagg_first_token_from_prefill).
-        ready = preloaded and setup.engine.disagg_first_token_from_prefill
         share = RequestSet(
             prompt[idx],
             output[idx],
             arrival[idx],
-            preloaded=(prompt[idx] if ready else np.maximum(prompt[idx] - 1, 0))
-            if preloaded
-            else None,
+            preloaded=cached[idx] if cached is not None else None,
             first_token_ready=ready,
         )
         res = simulate(share, setup.limits, setup.target, setup.spec)

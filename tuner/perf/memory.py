@@ -216,20 +216,19 @@ def kv_pool_bytes(
     return budget, budget - weights - transient
 
 
+# `kv_pool_bytes`'s rule per engine, as the infeasibility reasons say it.
+_KV_RULES = {
+    Engine.vllm: "gpu_memory_utilization x memory - weights - activations - runtime",
+    Engine.sglang: "gpu_memory_utilization x memory - weights",
+    Engine.trtllm: "gpu_memory_utilization x (memory - weights - activations - runtime)",
+}
+
+
 def _budget_rule(config: EngineConfig, gpu: GPUProfile) -> str:
     """How the weights' budget was set, in the engine's own terms."""
     if config.engine is Engine.trtllm:
         return f"{gpu.memory_gib:g} GiB less activations and runtime"
     return f"{gpu.memory_gib:g} GiB x gpu_memory_utilization {config.gpu_memory_utilization:g}"
-
-
-def _kv_rule(engine: Engine) -> str:
-    """The engine's KV-pool rule, one phrase."""
-    if engine is Engine.trtllm:
-        return "gpu_memory_utilization x (memory - weights - activations - runtime)"
-    if engine is Engine.sglang:
-        return "gpu_memory_utilization x memory - weights"
-    return "gpu_memory_utilization x memory - weights - activations - runtime"
 
 
 def plan_memory(
@@ -287,7 +286,7 @@ def plan_memory(
         )
     elif free <= 0 or max_seqs < 1:
         reason = (
-            f"no room for one {seq_len}-token sequence: {_kv_rule(config.engine)} leaves "
+            f"no room for one {seq_len}-token sequence: {_KV_RULES[config.engine]} leaves "
             f"{max(free, 0.0) / GIB:.2f} GiB for KV (budget {budget / GIB:.1f} GiB, weights "
             f"{weights / GIB:.1f} GiB, activations {workspace / GIB:.1f} GiB, runtime "
             f"{runtime / GIB:.1f} GiB), and one sequence needs {seq_len * kv_tok / GIB:.2f} GiB "

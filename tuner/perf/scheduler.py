@@ -238,7 +238,7 @@ def _join_decoding(sim: EngineSim) -> None:
     while sim.waiting and len(sim.running) < sim.max_seqs:
         i = sim.waiting[0]
         need = math.ceil(sim.prompt[i] / sim.bs)
-        if not sim._fits(need, [sim.decode_blocks_bound(sim.G), -1.0]) or not sim._reserve(i):
+        if not sim.fits(need, [sim.decode_blocks_bound(sim.G), -1.0]) or not sim.reserve(i):
             return
         sim.admit(i, sim.prompt[i], need)
         sim.prefill_done(i)

@@ -196,7 +196,7 @@ class EngineSim:
 
     # ------------------------------------------------------------------ scheduling
 
-    def _fits(self, need: int, dec: list[float]) -> bool:
+    def fits(self, need: int, dec: list[float]) -> bool:
         """Whether `need` more blocks fit; refines the O(1) decode bound only when it must."""
         free = self.capacity - self.prefill_blocks
         if need <= free - dec[0]:
@@ -214,7 +214,7 @@ class EngineSim:
                 break
             chunk = min(self.to_prefill[i] - self.computed[i], budget)
             need = math.ceil((self.computed[i] + chunk) / self.bs) - self.held[i]
-            if not self._fits(need, dec):
+            if not self.fits(need, dec):
                 break
             self.held[i] += need
             self.prefill_blocks += need
@@ -228,7 +228,7 @@ class EngineSim:
                 break
             chunk = min(remaining, budget)
             need = math.ceil((start + chunk) / self.bs)
-            if not self._fits(need, dec) or not self._reserve(i):
+            if not self.fits(need, dec) or not self.reserve(i):
                 break
             self.admit(i, start, need)
             chunks.append((i, chunk))
@@ -239,7 +239,7 @@ class EngineSim:
         """Prompt tokens of waiting request `i` already cached (its prefill starts there)."""
         return self.cached[i] if self.to_prefill[i] == self.prompt[i] else 0
 
-    def _reserve(self, i: int) -> bool:
+    def reserve(self, i: int) -> bool:
         """No-evict admission (TensorRT-LLM GUARANTEED_NO_EVICT): reserve the blocks request `i`
         needs to its last output token (and this step's lookahead) if they fit; other engines
         reserve nothing."""
