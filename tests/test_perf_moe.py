@@ -183,3 +183,39 @@ def test_fp8_block_shards_whole_blocks():
     assert "multiple of 128" in (invalid_reason(eight, _ctx(moe)) or "")
     eight_ep = eight.model_copy(update={"expert_parallel": True})
     assert invalid_reason(eight_ep, _ctx(moe)) is None
+
+
+def test_mxfp4_on_nvidia_quantizes_the_routed_experts_only():
+    """vLLM's and SGLang's Mxfp4Config give every linear layer the unquantized method: the dense
+    GEMMs of an MXFP4 MoE run (and are stored) in 16 bits; AMD's Quark checkpoints quantize all."""
+    from tuner.catalog import load_model
+    from tuner.perf.memory import dense_params_per_gpu
+    from tuner.perf.precision import dense_quantization
+
+    b200, mi355 = load_gpu("b200"), load_gpu("mi355x")
+    assert dense_quantization(Quantization.mxfp4, b200) is Quantization.bf16
+    assert dense_quantization(Quantization.mxfp4, mi355) is Quantization.mxfp4
+    assert dense_quantization(Quantization.nvfp4, b200) is Quantization.nvfp4
+    oss = load_model("gpt-oss-120b")
+    stored = weight_bytes_per_gpu(oss, Quantization.mxfp4, b200, 1)
+    all_fp4 = weight_bytes_per_gpu(oss, Quantization.mxfp4, mi355, 1)
+    fp4 = precision_for(Quantization.mxfp4, b200, oss.hidden_size).bytes_per_param
+    assert stored - all_fp4 == pytest.approx(dense_params_per_gpu(oss, 1) * (2.0 - fp4), rel=1e-6)
+    # The dense GEMMs compute at the 16-bit rate, the experts on their MXFP4 path.
+    cost = step_cost_model(oss, b200, EngineConfig(quantization="mxfp4"))
+    bf16 = step_cost_model(oss, b200, EngineConfig(quantization="bf16"))
+    assert cost.gemm_flops_per_s == bf16.gemm_flops_per_s
+    assert cost.bytes_per_param == bf16.bytes_per_param == 2.0
+    assert cost.moe is not None and cost.moe.bytes_per_param == pytest.approx(fp4)
+    assert cost.kernel_path == "mxfp4-w4a8 experts, bf16 dense"
+
+
+def test_mxfp4_on_a_dense_model_is_refused_on_nvidia_with_one_line():
+    dense = ModelSpec(name="dense-test", hidden_size=1024, num_layers=4, num_attention_heads=8,
+                      num_kv_heads=8, intermediate_size=4096, vocab_size=32000,
+                      max_context=8192)  # fmt: skip
+    cfg = EngineConfig(quantization="mxfp4")
+    reason = invalid_reason(cfg, _ctx(dense, "b200", 1))
+    assert reason is not None and "experts only" in reason and "dense-test" in reason
+    assert invalid_reason(cfg, _ctx(dense, "mi355x", 1)) is None  # Quark MXFP4 linears
+    assert invalid_reason(cfg, _ctx(moe_spec(), "b200", 1)) is None

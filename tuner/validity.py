@@ -81,6 +81,18 @@ def _nvfp4_vendor(c: EngineConfig, ctx: Context) -> str | None:
     return None
 
 
+def _mxfp4_needs_experts(c: EngineConfig, ctx: Context) -> str | None:
+    # vLLM's and SGLang's Mxfp4Config quantize the routed experts only (every linear layer gets
+    # the unquantized method; tuner.perf.precision.dense_quantization): on a dense model the
+    # flag quantizes nothing. AMD's Quark MXFP4 checkpoints quantize the linear layers too.
+    if c.quantization is Quantization.mxfp4 and ctx.gpu.vendor == "nvidia" and not ctx.model.is_moe:
+        return (
+            f"mxfp4 quantizes MoE experts only on NVIDIA GPUs (vLLM's and SGLang's "
+            f"Mxfp4Config); {ctx.model.name} is dense (use nvfp4, fp8 or int4-awq)"
+        )
+    return None
+
+
 def _block_shards(c: EngineConfig, ctx: Context) -> str | None:
     # Block-scaled FP8 shards whole 128-wide blocks: vLLM refuses a TP shard of an MLP or expert
     # whose width is not a multiple of the block (Fp8LinearMethod / Fp8MoEMethod checks).
@@ -255,6 +267,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("kv_dtype",), _fp8_kv),
     Rule(("quantization",), _int8_math),
     Rule(("quantization",), _nvfp4_vendor),
+    Rule(("quantization",), _mxfp4_needs_experts),
     Rule(("tensor_parallel_size",), _tp_beyond_gpus),
     Rule(("tensor_parallel_size", "data_parallel_size"), _replica_beyond_gpus),
     Rule(("data_parallel_size",), _dp_needs_moe),

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
+from tuner.perf.kernel_rates import kernel_path, kernel_rates
 from tuner.perf.memory import (
     config_kv_bytes_per_token,
     dense_params_per_gpu,
@@ -37,8 +38,8 @@ from tuner.perf.memory import (
     replica_shape,
 )
 from tuner.perf.moe import MoECost, expected_experts_touched
-from tuner.perf.moe_kernels import kernel_class, moe_gemm_grid, moe_kernel_engine
-from tuner.perf.precision import ACTIVATION_BYTES, FP4_FORMATS, precision_for
+from tuner.perf.moe_kernels import moe_gemm_grid, moe_kernel_engine
+from tuner.perf.precision import ACTIVATION_BYTES, dense_quantization
 from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
 __all__ = ["StepCostModel", "expected_experts_touched", "layer_kernels", "step_cost_model"]
@@ -309,26 +310,12 @@ def step_cost_model(
     eff = resolve_efficiency(eff, gpu)
     tp, dp = replica_shape(config)
     quant = quantization or config.quantization
-    prec = precision_for(quant, gpu, model.hidden_size)
     d, layers = model.hidden_size, model.num_layers
     bw = gpu.memory_bandwidth_gbps * GIGA
-    low_precision = prec.gemm_tflops > gpu.fp16_tflops
-    flops_fraction = (
-        eff.low_precision_gemm_flops_fraction if low_precision else eff.gemm_flops_fraction
-    )
-    fp4_path = prec.gemm_tflops == gpu.fp4_tflops > 0
-    if fp4_path:
-        flops_fraction = eff.fp4_gemm_flops_fraction
-    gemm_rate = prec.gemm_tflops * TERA * flops_fraction
-    weight_rate = bw * eff.weight_bandwidth_fraction
-    if quant in FP4_FORMATS and not prec.weight_only:
-        weight_rate *= eff.fp4_weight_bandwidth_factor
-    if prec.weight_only:
-        gemm_rate /= 1.0 + eff.weight_only_dequant_overhead
-        weight_rate *= eff.weight_only_bandwidth_factor
-    # The measured MoE grids are fractions of the peak of the kernel's own math.
-    cls = kernel_class(prec.weight_only, fp4_path, low_precision)
-    moe_rates = (prec.bytes_per_param, gemm_rate, weight_rate, cls, prec.gemm_tflops * TERA)
+    # MXFP4 on NVIDIA GPUs quantizes the routed experts only (tuner.perf.precision).
+    dense = kernel_rates(dense_quantization(quant, gpu), gpu, eff, d)
+    moe_rates = kernel_rates(quant, gpu, eff, d)
+    prec, gemm_rate, weight_rate = dense.precision, dense.gemm_rate, dense.weight_rate
     bus_rate = _link_bytes_per_s(gpu, tp, eff) * tp / (2.0 * (tp - 1)) if tp > 1 else 1.0
     # After attention in every layer, after every dense MLP, and after every MoE layer of a
     # replica without attention DP: its tokens are already on every GPU, so expert parallelism
@@ -348,7 +335,7 @@ def step_cost_model(
         seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),
-        moe=_moe_cost(model, gpu, config, eff, moe_rates),
+        moe=_moe_cost(model, gpu, config, eff, moe_rates.moe_tuple),
         dp=dp,
         lm_head_params=model.vocab_size * d / tp,
         bytes_per_param=prec.bytes_per_param,
@@ -367,5 +354,5 @@ def step_cost_model(
         # log2(tp) (the alpha log p term of the alpha-beta model): 1x at TP2, 3x at TP8.
         allreduce_latency_s=eff.allreduce_latency_s * math.log2(tp) if tp > 1 else 0.0,
         allreduce_bytes_per_s=bus_rate,
-        kernel_path=prec.label,
+        kernel_path=kernel_path(prec, moe_rates.precision, model.is_moe),
     )

@@ -18,6 +18,7 @@ from tuner.perf.efficiency import Efficiency, resolve_efficiency
 from tuner.perf.precision import (
     ACTIVATION_BYTES,
     DRAFT_QUANTIZATION,
+    dense_quantization,
     kv_bytes_per_vector,
     precision_for,
 )
@@ -112,10 +113,14 @@ def embedding_bytes_per_gpu(model: ModelSpec, tp: int) -> float:
 def weight_bytes_per_gpu(
     model: ModelSpec, quant: Quantization, gpu: GPUProfile, tp: int, dp: int = 1
 ) -> float:
-    """Stored weight bytes on one GPU: quantized GEMMs (with scales) + 16-bit rest."""
-    prec = precision_for(quant, gpu, model.hidden_size)
+    """Stored weight bytes on one GPU: quantized GEMMs (with scales) + 16-bit rest. The routed
+    experts are stored in `quant`; the dense GEMMs in its dense partner (`dense_quantization`:
+    16-bit under NVIDIA MXFP4)."""
+    experts = precision_for(quant, gpu, model.hidden_size)
+    dense = precision_for(dense_quantization(quant, gpu), gpu, model.hidden_size)
     return (
-        linear_params_per_gpu(model, tp, dp) * prec.bytes_per_param
+        dense_params_per_gpu(model, tp) * dense.bytes_per_param
+        + routed_params_per_gpu(model, tp, dp) * experts.bytes_per_param
         + _sixteen_bit_params_per_gpu(model, tp) * ACTIVATION_BYTES
     )
 

@@ -1,0 +1,67 @@
+"""What one weight format's GEMMs reach on one GPU: achievable FLOP/s and weight-streaming
+bytes/s from the datasheet peaks and the shared efficiency fractions, and the measured MoE
+grid's class of the format (tuner.perf.moe_kernels). The step-cost model (tuner.perf.costs)
+prices the dense GEMMs and the routed experts each in their own format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.perf.efficiency import Efficiency
+from tuner.perf.moe_kernels import kernel_class
+from tuner.perf.precision import FP4_FORMATS, Precision, precision_for
+from tuner.specs import GPUProfile, Quantization
+
+__all__ = ["KernelRates", "kernel_path", "kernel_rates"]
+
+TERA = 1e12
+GIGA = 1e9
+
+
+@dataclass(frozen=True)
+class KernelRates:
+    """One weight format's achievable GEMM and weight-streaming rates on a GPU."""
+
+    precision: Precision
+    gemm_rate: float  # achievable FLOP/s, dequant slowdown included
+    weight_rate: float  # achievable weight bytes/s, the format's kernel factor included
+    kernel_class: str  # the measured MoE grid's precision class
+
+    @property
+    def moe_tuple(self) -> tuple:
+        """What `_moe_cost` reads: bytes, rates, grid class and the peak it is a fraction of."""
+        p = self.precision
+        peak = p.gemm_tflops * TERA
+        return (p.bytes_per_param, self.gemm_rate, self.weight_rate, self.kernel_class, peak)
+
+
+def kernel_rates(
+    quant: Quantization, gpu: GPUProfile, eff: Efficiency, row_len: int
+) -> KernelRates:
+    """The rates GEMMs stored in `quant` reach on `gpu`."""
+    prec = precision_for(quant, gpu, row_len)
+    low_precision = prec.gemm_tflops > gpu.fp16_tflops
+    flops_fraction = (
+        eff.low_precision_gemm_flops_fraction if low_precision else eff.gemm_flops_fraction
+    )
+    fp4_path = prec.gemm_tflops == gpu.fp4_tflops > 0
+    if fp4_path:
+        flops_fraction = eff.fp4_gemm_flops_fraction
+    gemm_rate = prec.gemm_tflops * TERA * flops_fraction
+    weight_rate = gpu.memory_bandwidth_gbps * GIGA * eff.weight_bandwidth_fraction
+    if quant in FP4_FORMATS and not prec.weight_only:
+        weight_rate *= eff.fp4_weight_bandwidth_factor
+    if prec.weight_only:
+        gemm_rate /= 1.0 + eff.weight_only_dequant_overhead
+        weight_rate *= eff.weight_only_bandwidth_factor
+    # The measured MoE grids are fractions of the peak of the kernel's own math.
+    return KernelRates(
+        prec, gemm_rate, weight_rate, kernel_class(prec.weight_only, fp4_path, low_precision)
+    )
+
+
+def kernel_path(dense: Precision, experts: Precision, moe: bool) -> str:
+    """The kernel path's label: one format, or the experts' and the dense layers' apart."""
+    if moe and dense.label != experts.label:
+        return f"{experts.label} experts, {dense.label} dense"
+    return dense.label
