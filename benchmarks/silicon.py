@@ -136,6 +136,9 @@ TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS = 50
 INFERENCEMAX_MTP_IMAGES = ("tensorrt-llm/release:1.2.0rc6.post3",)
 INFERENCEMAX_MTP_TOKENS = 3
 INFERENCEMAX_MTP_TOKENS_DP = 1
+# ... with DP attention their MAX_BATCH_SIZE is C / 8 (FP8) or C / 4 (FP4) a rank
+# (`dsr1_fp{8,4}_b200_trt_mtp.sh` at ec9128280, 2026-02-06, the rows' measurement date).
+INFERENCEMAX_MTP_DP_SHARE = {"fp8": 8, "nvfp4": 4}
 INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_RECV_INTERVAL_BUSY = 30
 INFERENCEMAX_SGLANG_BUSY_CONCURRENCY = 16
@@ -196,16 +199,22 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
         _, dp, _ = parallel_layout(row)
         timeout = TRTLLM_DEFAULT_ADP_TIMEOUT_ITERS if gpt_oss else INFERENCEMAX_ADP_TIMEOUT_ITERS
         balance = timeout if dp > 1 else 0
-        mtp = 0
+        mtp, graphs = 0, users
         if source_field(row, "image").endswith(INFERENCEMAX_MTP_IMAGES):
             mtp = INFERENCEMAX_MTP_TOKENS_DP if dp > 1 else INFERENCEMAX_MTP_TOKENS
+            # The MTP scripts size the batch per rank and budget every sequence's drafts:
+            # MAX_BATCH_SIZE = C (C / 8 FP8, C / 4 FP4 a rank with DP attention, from C 8 / 4),
+            # MAX_NUM_TOKENS = ((MTP + 1) x MAX_BATCH_SIZE + ISL + 64) rounded up to 64.
+            share = INFERENCEMAX_MTP_DP_SHARE.get(row["gemm_quant_mode"], 8)
+            graphs = users // share if dp > 1 and users >= share else users
+            tokens = -(-((mtp + 1) * graphs + isl + 64) // 64) * 64
         return EngineSetup(
             tokens,
             max(MIN_MAX_NUM_SEQS, users),
             False,
             True,
             adp_balance_wait_iters=balance,
-            padded_graphs_up_to=users,
+            padded_graphs_up_to=graphs,
             mtp_tokens=mtp,
         )
     if row["backend"] == "sglang":
