@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from _export_variants import parser_variants
 
 from tuner.export import sglang as sglang_export
 from tuner.export.tables import layout
@@ -21,21 +22,7 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-CONFIGS = [
-    EngineConfig(),
-    EngineConfig(
-        quantization="int4-awq", kv_dtype="fp8", max_num_seqs=37, max_num_batched_tokens=3072,
-        num_speculative_tokens=3, draft_model="ngram", enable_prefix_caching=False,
-    ),
-    EngineConfig(quantization="fp8", kv_dtype="fp8", tensor_parallel_size=4,
-                 enable_chunked_prefill=False, max_num_batched_tokens=16384),
-    EngineConfig(quantization="fp8-block", data_parallel_size=8, expert_parallel=True),
-    EngineConfig(quantization="nvfp4", tensor_parallel_size=4, data_parallel_size=2,
-                 expert_parallel=True),
-    EngineConfig(quantization="mxfp4", data_parallel_size=4),
-]  # fmt: skip
-IDS = ["default", "awq-fp8kv-ngram", "fp8-tp4-unchunked", "fp8block-dp8-ep", "nvfp4-tp4-dp2-ep",
-       "mxfp4-dp4"]  # fmt: skip
+CONFIGS, IDS = parser_variants("fp8")
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _export_variants import parser_variants
 
 from tuner.export import vllm as vllm_export
 from tuner.specs import EngineConfig
@@ -20,20 +21,7 @@ def parser():  # type: ignore[no-untyped-def]
     return make_arg_parser(FlexibleArgumentParser())
 
 
-CONFIGS = [
-    EngineConfig(),
-    EngineConfig(
-        quantization="int4-awq", kv_dtype="int8", max_num_seqs=37, max_num_batched_tokens=3072,
-        num_speculative_tokens=3, draft_model="ngram", enable_prefix_caching=False,
-    ),
-    EngineConfig(quantization="fp8", kv_dtype="fp8", tensor_parallel_size=4,
-                 enable_chunked_prefill=False, max_num_batched_tokens=16384),
-    EngineConfig(quantization="fp8-block", data_parallel_size=8, expert_parallel=True),
-    EngineConfig(quantization="nvfp4", tensor_parallel_size=4, data_parallel_size=2,
-                 expert_parallel=True),
-    EngineConfig(quantization="mxfp4", data_parallel_size=4),
-]  # fmt: skip
-IDS = ["default", "awq-int8kv-ngram", "fp8-tp4", "fp8block-dp8-ep", "nvfp4-tp4-dp2-ep", "mxfp4-dp4"]
+CONFIGS, IDS = parser_variants("int8")
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
