@@ -159,6 +159,8 @@ class EngineSetup:
     # captured size (`enable_padding: true`); None: the engine record's defaults.
     padded_graphs_up_to: int | None = None
     recv_interval_steps: int = 1  # SGLang `--scheduler-recv-interval`
+    # The engine's memory fraction flag (tuner.perf.memory.kv_pool_bytes reads it its way).
+    memory_fraction: float = 0.9
     mtp_tokens: int = 0  # draft tokens of the model's own MTP layers (0: no speculation)
 
 
@@ -216,6 +218,7 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
             adp_balance_wait_iters=balance,
             padded_graphs_up_to=graphs,
             mtp_tokens=mtp,
+            memory_fraction=_trtllm_kv_fraction(row, gpt_oss, mtp > 0, dp > 1),
         )
     if row["backend"] == "sglang":
         chunk = 16384 if row["system"].startswith("b") else 32768
@@ -223,6 +226,26 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
             chunk, max(MIN_MAX_NUM_SEQS, users), True, False, recv_interval_steps=_sglang_recv(row)
         )
     return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
+
+
+def _trtllm_kv_fraction(row: dict[str, str], gpt_oss: bool, mtp: bool, dp: bool) -> float:
+    """`kv_cache_config.free_gpu_memory_fraction` of InferenceMAX's TensorRT-LLM script for this
+    row (the same at ec9128280, 2026-02-06, and 12ba0ae07, 2026-03-25): gpt-oss 0.85; DeepSeek-R1
+    0.8, the FP8 MTP script 0.7 with attention DP, the FP8 plain script 0.75 at TP 4 8k/1k and
+    0.7 at 1k/8k from concurrency 256."""
+    if gpt_oss:
+        return 0.85
+    if row["gemm_quant_mode"] != "fp8":
+        return 0.8
+    tp, _, _ = parallel_layout(row)
+    lengths = (row["isl"], row["osl"])
+    if mtp:
+        return 0.7 if dp else 0.8
+    if lengths == ("8192", "1024") and tp == 4:
+        return 0.75
+    if lengths == ("1024", "8192") and concurrency_of(row) >= 256:
+        return 0.7
+    return 0.8
 
 
 def _sglang_recv(row: dict[str, str]) -> int:
@@ -382,6 +405,7 @@ def row_case(
         engine=Engine(row["backend"]),
         draft_model=MTP if setup.mtp_tokens else None,
         num_speculative_tokens=setup.mtp_tokens,
+        gpu_memory_utilization=setup.memory_fraction,
     )
     # Both protocols: burst start from an idle engine, no warm-up inside the measured requests.
     isl, spread = uniform_lengths(int(row["isl"]), protocol.range_ratio)
