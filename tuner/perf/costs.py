@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import Efficiency, resolve_efficiency
-from tuner.perf.kernel_rates import kernel_path, kernel_rates
+from tuner.perf.kernel_rates import GIGA, TERA, KernelRates, kernel_path, kernel_rates
 from tuner.perf.memory import (
     config_kv_bytes_per_token,
     dense_params_per_gpu,
@@ -44,8 +44,6 @@ from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
 
 __all__ = ["StepCostModel", "expected_experts_touched", "layer_kernels", "step_cost_model"]
 
-TERA = 1e12
-GIGA = 1e9
 # FLOPs per multiply-accumulate.
 FLOPS_PER_MAC = 2.0
 # QK^T and PV: two matmuls of head_dim MACs per (query, key) pair and head.
@@ -255,13 +253,13 @@ def _attention_flops(model: ModelSpec, tp: int) -> tuple[float, float]:
 
 
 def _moe_cost(
-    model: ModelSpec, gpu: GPUProfile, config: EngineConfig, eff: Efficiency, rates: tuple
+    model: ModelSpec, gpu: GPUProfile, config: EngineConfig, eff: Efficiency, rates: KernelRates
 ) -> MoECost | None:
     """Routed-expert coefficients of `config`'s replica, or None for a dense model."""
     if not model.is_moe:
         return None
     tp, dp = replica_shape(config)
-    bytes_per_param, gemm_rate, weight_rate, cls, peak = rates
+    cls = rates.kernel_class
     gpus = tp * dp
     return MoECost(
         num_experts=model.num_experts,
@@ -271,16 +269,16 @@ def _moe_cost(
         expert_parallel=bool(config.expert_parallel),
         data_parallel=dp,
         moe_layers=model.num_moe_layers,
-        bytes_per_param=bytes_per_param,
-        gemm_flops_per_s=gemm_rate,
-        weight_bytes_per_s=weight_rate,
+        bytes_per_param=rates.precision.bytes_per_param,
+        gemm_flops_per_s=rates.gemm_rate,
+        weight_bytes_per_s=rates.weight_rate,
         token_bytes=model.hidden_size * ACTIVATION_BYTES,
         link_bytes_per_s=_link_bytes_per_s(gpu, tp * dp, eff),
         exchange_latency_s=eff.allreduce_latency_s,
         grid=moe_gemm_grid(
             moe_kernel_engine(config.engine.value, cls, gpu.compute_capability), cls, gpu.name
         ),
-        peak_flops_per_s=peak,
+        peak_flops_per_s=rates.peak_flops_per_s,
         peak_bytes_per_s=gpu.memory_bandwidth_gbps * GIGA,
         expert_cols=model.expert_intermediate_size / (1 if config.expert_parallel else gpus),
     )
@@ -335,7 +333,7 @@ def step_cost_model(
         seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),
-        moe=_moe_cost(model, gpu, config, eff, moe_rates.moe_tuple),
+        moe=_moe_cost(model, gpu, config, eff, moe_rates),
         dp=dp,
         lm_head_params=model.vocab_size * d / tp,
         bytes_per_param=prec.bytes_per_param,

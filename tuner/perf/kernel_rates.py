@@ -12,7 +12,7 @@ from tuner.perf.moe_kernels import kernel_class
 from tuner.perf.precision import FP4_FORMATS, Precision, precision_for
 from tuner.specs import GPUProfile, Quantization
 
-__all__ = ["KernelRates", "kernel_path", "kernel_rates"]
+__all__ = ["GIGA", "TERA", "KernelRates", "kernel_path", "kernel_rates"]
 
 TERA = 1e12
 GIGA = 1e9
@@ -25,14 +25,12 @@ class KernelRates:
     precision: Precision
     gemm_rate: float  # achievable FLOP/s, dequant slowdown included
     weight_rate: float  # achievable weight bytes/s, the format's kernel factor included
-    kernel_class: str  # the measured MoE grid's precision class
+    kernel_class: str  # the measured MoE grid's precision class (a fraction of the peak below)
 
     @property
-    def moe_tuple(self) -> tuple:
-        """What `_moe_cost` reads: bytes, rates, grid class and the peak it is a fraction of."""
-        p = self.precision
-        peak = p.gemm_tflops * TERA
-        return (p.bytes_per_param, self.gemm_rate, self.weight_rate, self.kernel_class, peak)
+    def peak_flops_per_s(self) -> float:
+        """The datasheet peak of the format's math."""
+        return self.precision.gemm_tflops * TERA
 
 
 def kernel_rates(

@@ -39,7 +39,6 @@ __all__ = [
     "kv_bytes_per_token",
     "kv_heads_per_gpu",
     "kv_pool_bytes",
-    "linear_params_per_gpu",
     "plan_memory",
     "weight_bytes_per_gpu",
 ]
@@ -93,11 +92,6 @@ def routed_params_per_gpu(model: ModelSpec, tp: int, dp: int = 1) -> float:
     """Routed-expert parameters on one GPU: spread over all TP x DP GPUs of the replica, whole
     experts under expert parallelism or a 1/(TP x DP) slice of every expert without it."""
     return model.routed_expert_params / (tp * dp)
-
-
-def linear_params_per_gpu(model: ModelSpec, tp: int, dp: int = 1) -> float:
-    """Parameters of all transformer-block GEMMs one GPU holds (replicated KV heads incl.)."""
-    return dense_params_per_gpu(model, tp) + routed_params_per_gpu(model, tp, dp)
 
 
 def _sixteen_bit_params_per_gpu(model: ModelSpec, tp: int) -> float:

