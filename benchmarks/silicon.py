@@ -64,7 +64,17 @@ from tuner import catalog
 from tuner.perf.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from tuner.perf.engines import ENGINE_MODELS, engine_model
 from tuner.perf.predict import predict_metrics
-from tuner.specs import MTP, SLA, Context, Engine, EngineConfig, KVDtype, Quantization, Workload
+from tuner.specs import (
+    MTP,
+    SLA,
+    Context,
+    Engine,
+    EngineConfig,
+    KVDtype,
+    MoEKernel,
+    Quantization,
+    Workload,
+)
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "silicon_public.csv"
 
@@ -139,6 +149,11 @@ INFERENCEMAX_MTP_TOKENS_DP = 1
 # ... with DP attention their MAX_BATCH_SIZE is C / 8 (FP8) or C / 4 (FP4) a rank
 # (`dsr1_fp{8,4}_b200_trt_mtp.sh` at ec9128280, 2026-02-06, the rows' measurement date).
 INFERENCEMAX_MTP_DP_SHARE = {"fp8": 8, "nvfp4": 4}
+# InferenceX's vLLM gpt-oss scripts on H100 and H200 (`gptoss_fp4_h{100,200}.sh`) export
+# VLLM_MXFP4_USE_MARLIN=1 since 4e52ed4c6 (2026-01-02), the commit that moved them to vLLM
+# v0.13.0 ("Fix H100/H200 perf regression"); older images ran vLLM's default, triton_kernels.
+INFERENCEMAX_VLLM_MARLIN_SINCE = (0, 13)
+INFERENCEMAX_VLLM_MARLIN_SYSTEMS = ("h100_sxm", "h200_sxm")
 INFERENCEMAX_SGLANG_RECV_INTERVAL = 10
 INFERENCEMAX_SGLANG_RECV_INTERVAL_BUSY = 30
 INFERENCEMAX_SGLANG_BUSY_CONCURRENCY = 16
@@ -162,6 +177,7 @@ class EngineSetup:
     # The engine's memory fraction flag (tuner.perf.memory.kv_pool_bytes reads it its way).
     memory_fraction: float = 0.9
     mtp_tokens: int = 0  # draft tokens of the model's own MTP layers (0: no speculation)
+    moe_kernel: MoEKernel = MoEKernel.auto  # the experts' kernels (VLLM_MXFP4_USE_MARLIN)
 
 
 def shared_setup(backend: str, isl: int, users: int) -> EngineSetup:
@@ -225,7 +241,19 @@ def inferencemax_moe_setup(row: dict[str, str]) -> EngineSetup:
         return EngineSetup(
             chunk, max(MIN_MAX_NUM_SEQS, users), True, False, recv_interval_steps=_sglang_recv(row)
         )
-    return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True)
+    marlin = (
+        gpt_oss
+        and row["system"] in INFERENCEMAX_VLLM_MARLIN_SYSTEMS
+        and engine_release(row["backend_version"]) >= INFERENCEMAX_VLLM_MARLIN_SINCE
+    )
+    kernel = MoEKernel.marlin if marlin else MoEKernel.auto
+    return EngineSetup(INFERENCEMAX_VLLM_BATCHED_TOKENS, users, True, True, moe_kernel=kernel)
+
+
+def engine_release(version: str) -> tuple[int, ...]:
+    """(major, minor) of an engine version string ('0.18.0' -> (0, 18))."""
+    parts = [int(p) for p in version.split(".")[:2] if p.isdigit()]
+    return tuple(parts)
 
 
 def _trtllm_kv_fraction(row: dict[str, str], gpt_oss: bool, mtp: bool, dp: bool) -> float:
@@ -406,6 +434,7 @@ def row_case(
         draft_model=MTP if setup.mtp_tokens else None,
         num_speculative_tokens=setup.mtp_tokens,
         gpu_memory_utilization=setup.memory_fraction,
+        moe_kernel=setup.moe_kernel,
     )
     # Both protocols: burst start from an idle engine, no warm-up inside the measured requests.
     isl, spread = uniform_lengths(int(row["isl"]), protocol.range_ratio)

@@ -11,7 +11,16 @@ kernel's precision class and its touched experts' weight bytes at the datasheet 
 hardware_profiles/*.yaml). It bins them by rows per touched expert (m) and expert columns per
 GPU (n) on a log2 grid and stores, per engine and class, the median over GPUs, model shapes
 and versions (the newest version of each engine per GPU). Empty cells take the nearest filled
-cell of their row, then column. A measured time faster than the roofline (the tables' small
+cell of their row, then column. Weight-only kernels (16-bit activations) split in two classes,
+each stored per GPU architecture (`<class>@sm<major>`, tuner.perf.moe_kernels.weight_only_class):
+`w`, Marlin's kernels (vLLM's and SGLang's int4/int8 weight-only MoE, and MXFP4 where Marlin is
+chosen), and `wx`, the format's own weight-only kernels (OpenAI's triton_kernels MXFP4 on Hopper,
+FlashInfer's TensorRT-LLM MXFP4 x BF16 on Blackwell). Marlin issues Ampere-style mma.sync
+instructions on every architecture, so its share of the datasheet 16-bit peak (which Hopper
+reaches with wgmma and Blackwell with tcgen05) differs by architecture: at 4096 rows per
+expert it reaches 0.46 of it on sm8x, 0.24 on sm90, 0.11 on sm100 and 0.54 on sm120, while the
+MXFP4 kernels reach 0.57 on sm90 and 0.24 on sm100; a median over architectures fits none of
+them. A measured time faster than the roofline (the tables' small
 shapes timed warm in L2) counts as the roofline. Along m each cell takes the best efficiency at
 or above it, so that a layer's time never falls as it gets more tokens; the launch-latency
 bound of the fewest-row cells becomes `floor_s`, per engine the median time of a one-token
@@ -34,6 +43,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tuner.perf.moe_kernels import weight_only_class  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tuner" / "data" / "moe_gemm_efficiency.json"
@@ -107,6 +119,10 @@ def collect(data: Path) -> tuple[dict, list[str]]:
                 if r.moe_dtype not in CLASSES:
                     continue
                 cls, peak_key, weight_bytes = CLASSES[r.moe_dtype]
+                if cls == "w":
+                    cls = weight_only_class(
+                        "marlin" in r.kernel_source, float(peaks["compute_capability"])
+                    )
                 peak = float(peaks.get(peak_key) or 0.0)
                 if peak <= 0:
                     continue
@@ -190,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         "generated_by": "python scripts/distill_moe_kernels.py",
         "what": "median fraction of its roofline (max of FLOPs at the datasheet peak and "
         "touched expert weights at the datasheet bandwidth) a grouped MoE GEMM layer reaches, "
-        "by engine, precision class (16, 8, 4 = W4A4 FP4, w = weight-only 4/8-bit on the "
-        "16-bit peak), m = token rows per touched expert and n = expert columns per GPU",
+        "by engine, precision class (16, 8, 4 = W4A4 FP4; w = Marlin's weight-only kernels and "
+        "wx = the format's own weight-only kernels, both on the 16-bit peak and per GPU "
+        "architecture, @sm<major>), m = token rows per touched expert and n = expert columns "
+        "per GPU",
         "m_log2": M_LOG2,
         "n_log2": N_LOG2,
         "gpus": sorted(SYSTEMS.values()),

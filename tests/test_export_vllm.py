@@ -70,3 +70,16 @@ def test_prequantized_checkpoint_is_called_out() -> None:
         notes = vllm.export(EngineConfig(quantization=q), "m").notes
         assert any("pre-quantized" in n for n in notes)
     assert not vllm.export(EngineConfig(), "m").notes
+
+
+def test_marlin_experts_launch_with_vllms_environment_variable() -> None:
+    cfg = EngineConfig(quantization=Quantization.mxfp4, moe_kernel="marlin")
+    out = vllm.export(cfg, "openai/gpt-oss-120b")
+    script = out.files[vllm.SCRIPT]
+    assert "export VLLM_MXFP4_USE_MARLIN=1\n" in script
+    assert script.index("export VLLM_MXFP4_USE_MARLIN") < script.index("exec vllm serve")
+    assert out.command.startswith("VLLM_MXFP4_USE_MARLIN=1 vllm serve")
+    assert "VLLM_MXFP4_USE_MARLIN=1 vllm serve" in out.files["vllm.yaml"]  # the usage line
+    assert any("Marlin" in n for n in out.notes)
+    plain = vllm.export(cfg.model_copy(update={"moe_kernel": "auto"}), "openai/gpt-oss-120b")
+    assert "VLLM_MXFP4_USE_MARLIN" not in plain.files[vllm.SCRIPT] + plain.command

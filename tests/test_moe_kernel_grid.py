@@ -12,8 +12,13 @@ from hypothesis import strategies as st
 
 from tuner.catalog import load_gpu, load_model
 from tuner.perf.costs import step_cost_model
-from tuner.perf.moe_kernels import GRID_FILE, moe_gemm_grid
-from tuner.specs import Engine, EngineConfig, Quantization
+from tuner.perf.moe_kernels import (
+    GRID_FILE,
+    expert_kernel_class,
+    moe_gemm_grid,
+    weight_only_class,
+)
+from tuner.specs import Engine, EngineConfig, MoEKernel, Quantization
 
 pytestmark = pytest.mark.unit
 
@@ -38,9 +43,45 @@ def test_the_shipped_grid_says_where_it_comes_from_and_holds_fractions_of_a_roof
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm", "b200", "gb200"])
 def test_each_engine_has_a_grid_for_each_precision_on_a_covered_gpu(gpu: str) -> None:
+    cc = load_gpu(gpu).compute_capability
     for engine in ("vllm", "sglang", "trtllm"):
-        for cls in ("16", "8", "4", "w"):
+        for cls in ("16", "8", "4", weight_only_class(True, cc), weight_only_class(False, cc)):
             assert moe_gemm_grid(engine, cls, gpu) is not None
+
+
+def test_weight_only_kernels_are_measured_per_architecture() -> None:
+    # Marlin's mma.sync reaches a quarter of Hopper's wgmma peak at large batches, while the
+    # MXFP4 triton_kernels reach over half of it; on Ada (no wgmma) Marlin nears its peak share.
+    def big(cls: str, gpu: str) -> float:
+        grid = moe_gemm_grid("vllm", cls, gpu)
+        assert grid is not None
+        return grid.efficiency(2048, 2880)
+
+    assert big("w@sm9", "h200-sxm") < 0.5 * big("wx@sm9", "h200-sxm")
+    assert big("w@sm8", "l40s") > 1.5 * big("w@sm9", "h200-sxm")
+    assert weight_only_class(True, 9.0) == "w@sm9" and weight_only_class(False, 10.3) == "wx@sm10"
+
+
+def test_each_engine_runs_its_own_mxfp4_kernels_where_fp4_math_is_missing() -> None:
+    # vllm 0.18.0 get_mxfp4_backend: triton_kernels on sm90-sm10x unless VLLM_MXFP4_USE_MARLIN,
+    # Marlin below sm90 and on sm12x; int4 weight-only experts run Marlin everywhere.
+    assert expert_kernel_class("w", True, "vllm", 9.0, marlin=False) == "wx@sm9"
+    assert expert_kernel_class("w", True, "vllm", 9.0, marlin=True) == "w@sm9"
+    assert expert_kernel_class("w", True, "vllm", 8.9, marlin=False) == "w@sm8"
+    assert expert_kernel_class("w", True, "sglang", 9.0, marlin=False) == "wx@sm9"
+    assert expert_kernel_class("w", False, "vllm", 9.0, marlin=False) == "w@sm9"
+    assert expert_kernel_class("8", True, "vllm", 10.0, marlin=False) == "8"
+
+
+def test_marlin_experts_prefill_slower_than_triton_kernels_on_hopper() -> None:
+    model, gpu = load_model("gpt-oss-120b"), load_gpu("h200-sxm")
+    cfg = EngineConfig(quantization=Quantization.mxfp4)
+    triton = step_cost_model(model, gpu, cfg).moe
+    marlin_cfg = cfg.model_copy(update={"moe_kernel": MoEKernel.marlin})
+    marlin = step_cost_model(model, gpu, marlin_cfg).moe
+    assert triton is not None and marlin is not None
+    # a 8k-token prefill: the measured tables put Marlin near 190 TFLOPS, triton_kernels at 560
+    assert marlin.time_s(8192) > 2.0 * triton.time_s(8192)
 
 
 @pytest.mark.parametrize("gpu", ["rtx-4090", "mi300x"])

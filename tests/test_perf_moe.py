@@ -219,3 +219,19 @@ def test_mxfp4_on_a_dense_model_is_refused_on_nvidia_with_one_line():
     assert reason is not None and "experts only" in reason and "dense-test" in reason
     assert invalid_reason(cfg, _ctx(dense, "mi355x", 1)) is None  # Quark MXFP4 linears
     assert invalid_reason(cfg, _ctx(moe_spec(), "b200", 1)) is None
+
+
+def test_marlin_experts_are_refused_where_vllm_would_not_run_them_with_one_line():
+    marlin = EngineConfig(quantization="mxfp4", moe_kernel="marlin")
+    assert invalid_reason(marlin, _ctx(moe_spec(), "h200-sxm", 1)) is None
+    cases = [
+        (EngineConfig(quantization="mxfp4", moe_kernel="marlin", engine="sglang"), moe_spec(),
+         "h200-sxm", "vLLM's"),
+        (marlin, moe_spec(num_experts=0, num_experts_per_tok=0, num_shared_experts=0),
+         "h200-sxm", "dense"),
+        (marlin, moe_spec(), "b200", "without FP4 math"),  # FlashInfer's FP4 kernels there
+        (EngineConfig(quantization="fp8", moe_kernel="marlin"), moe_spec(), "h200-sxm", "mxfp4"),
+    ]  # fmt: skip
+    for cfg, model, gpu, words in cases:
+        reason = invalid_reason(cfg, _ctx(model, gpu, 1))
+        assert reason is not None and words in reason and "\n" not in reason

@@ -86,3 +86,19 @@ def test_only_the_image_inferencemax_ran_mtp_alone_on_replays_mtp() -> None:
     others = [r for r in MOE_ROWS if r["backend"] == "trtllm" and image(r).endswith(
         ("release:1.2.0rc6.post2", "release:1.1.0rc2.post2"))]  # fmt: skip
     assert others and all(silicon.row_case(r)[2].draft_model is None for r in others)
+
+
+def test_vllm_gpt_oss_rows_on_hopper_replay_marlin_from_the_v0_13_scripts_on() -> None:
+    gpt_oss = [
+        r
+        for r in MOE_ROWS
+        if r["backend"] == "vllm" and r["model_path"] in silicon.MXFP4_CHECKPOINTS
+    ]
+    kernels: dict[tuple[str, bool], set[str]] = {}
+    for r in gpt_oss:
+        key = (r["system"], silicon.engine_release(r["backend_version"]) >= (0, 13))
+        kernels.setdefault(key, set()).add(silicon.row_case(r)[2].moe_kernel.value)
+    # gptoss_fp4_h{100,200}.sh export VLLM_MXFP4_USE_MARLIN=1 since the v0.13.0 image
+    assert kernels[("h200_sxm", True)] == {"marlin"} and kernels[("h100_sxm", True)] == {"marlin"}
+    assert kernels[("h100_sxm", False)] == {"auto"}  # the older image: triton_kernels
+    assert kernels[("b200_sxm", True)] == {"auto"}  # FlashInfer's MXFP4 kernels

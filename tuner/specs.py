@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from tuner.gpu_profile import Architecture, GPUProfile
-from tuner.knobs.declared import Engine, KVDtype, Quantization
+from tuner.knobs.declared import Engine, KVDtype, MoEKernel, Quantization
 from tuner.knobs.models import (
     EngineConfigBase,
     IntKnob,
@@ -52,6 +52,7 @@ __all__ = [
     "WORKLOAD_KINDS",
     "Metrics",
     "ModelSpec",
+    "MoEKernel",
     "Percentiles",
     "Quantization",
     "SLA",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from tuner.knobs.declared import KVDtype, Quantization
+from tuner.knobs.declared import Engine, KVDtype, MoEKernel, Quantization
 from tuner.knobs.registry import get
 from tuner.knobs.rules import config_reason
 from tuner.specs import dense_quantization
@@ -91,6 +91,27 @@ def _experts_only_format(c: EngineConfig, ctx: Context) -> str | None:
         return (
             f"{q.value} quantizes MoE experts only on {ctx.gpu.name} (vLLM's and SGLang's "
             f"Mxfp4Config); {ctx.model.name} is dense (use nvfp4, fp8 or int4-awq)"
+        )
+    return None
+
+
+def _marlin_experts(c: EngineConfig, ctx: Context) -> str | None:
+    # Marlin for MXFP4 experts is vLLM's VLLM_MXFP4_USE_MARLIN (get_mxfp4_backend, vllm 0.18.0
+    # quantization/mxfp4.py); where FP4 math exists vLLM's FlashInfer kernels come first, and
+    # int4/int8 weight-only experts run Marlin already.
+    if c.moe_kernel == MoEKernel.auto:
+        return None
+    gpu = ctx.gpu
+    if c.engine != Engine.vllm:
+        engine = c.engine.value
+        return f"moe-kernel marlin is vLLM's (VLLM_MXFP4_USE_MARLIN); {engine} picks its own"
+    if not ctx.model.is_moe:
+        return f"moe-kernel marlin picks MoE expert kernels; {ctx.model.name} is dense"
+    if c.quantization is not Quantization.mxfp4 or gpu.vendor != "nvidia" or gpu.supports_fp4:
+        return (
+            "moe-kernel marlin runs mxfp4 experts weight-only: it needs --quant mxfp4 on an "
+            f"NVIDIA GPU without FP4 math (H100, H200, A100, L40S); got {c.quantization.value} "
+            f"on {gpu.name}"
         )
     return None
 
@@ -270,6 +291,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("quantization",), _int8_math),
     Rule(("quantization",), _nvfp4_vendor),
     Rule(("quantization",), _experts_only_format),
+    Rule(("moe_kernel", "engine", "quantization"), _marlin_experts),
     Rule(("tensor_parallel_size",), _tp_beyond_gpus),
     Rule(("tensor_parallel_size", "data_parallel_size"), _replica_beyond_gpus),
     Rule(("data_parallel_size",), _dp_needs_moe),

@@ -182,8 +182,11 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
 
 # Knobs every exporter spells in its own code (each needs more than one option), not in rows;
 # `engine` is spelled by which exporter writes the files (dispatch gives a variant only to the
-# exporters of its engine: `tuner.export.registry.other_engine_reason`).
-CODED_KNOBS = frozenset({"quantization", "draft_model", "num_speculative_tokens", "engine"})
+# exporters of its engine: `tuner.export.registry.other_engine_reason`); `moe_kernel` by the vLLM
+# exporter's environment (VLLM_MXFP4_USE_MARLIN; tuner.validity keeps marlin to vLLM variants).
+CODED_KNOBS = frozenset(
+    {"quantization", "draft_model", "num_speculative_tokens", "engine", "moe_kernel"}
+)
 
 
 def unspelled_reason(engine: str, config: EngineConfig) -> str | None:

@@ -48,6 +48,7 @@ from tuner.export.tables import (
     row_options,
     unspelled_reason,
 )
+from tuner.export.vllm_env import engine_env, env_notes
 from tuner.export.vllm_measured import measured_files
 from tuner.specs import MTP, NGRAM, EngineConfig, GPUProfile, Quantization
 from tuner.validity import unchunked_reason
@@ -279,6 +280,7 @@ def checkpoint_notes(
             "id as --model (vLLM reads the scheme from the checkpoint's quantization_config)."
         )
     notes += _QUANT_CAVEATS.get(config.quantization, [])
+    notes += env_notes(config)
     notes += _layout_notes(config)
     amd = amd_fp8_note("vLLM", gpu) if fp8_anywhere(config) else None
     notes += [amd] if amd else []
@@ -344,10 +346,13 @@ def export(
     model = at.model
     args = serve_args_for(config, model, at.max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
-    command = shell_join(["vllm", "serve", model, *config_args])
+    env = engine_env(config)
+    command = shell_join([*env, "vllm", "serve", model, *config_args])
     # The model id is shell-quoted in the usage line, as in the script: the line is copied into a
     # shell, and a YAML comment ends at a line break (the id has none: ExportTarget checks it).
-    usage = shlex.join(["vllm", "serve", model, "--config", "vllm.yaml"])
+    usage = " ".join([*env, shlex.join(["vllm", "serve", model, "--config", "vllm.yaml"])])
+    script = "#!/bin/sh\n" + "".join(f"export {v}\n" for v in env)
+    script += "exec " + shell_join(["vllm", "serve", model, *config_args]) + "\n"
     config_yaml = (
         comment(f"vLLM {version} ({_options(version).source})")
         + comment(f"usage: {usage}")
@@ -357,7 +362,7 @@ def export(
         engine="vllm",
         version=version,
         command=command,
-        files={"vllm.yaml": config_yaml, SCRIPT: "#!/bin/sh\nexec " + command + "\n"},
+        files={"vllm.yaml": config_yaml, SCRIPT: script},
         notes=checkpoint_notes(config, version=version, gpu=at.gpu, max_model_len=at.max_model_len),
     )
 

@@ -18,7 +18,7 @@ from enum import Enum
 from tuner.knobs.base import IntRange
 from tuner.knobs.registry import Knob, register
 
-__all__ = ["Engine", "EngineKnobs", "KVDtype", "Quantization", "SpaceKnobs"]
+__all__ = ["Engine", "EngineKnobs", "KVDtype", "MoEKernel", "Quantization", "SpaceKnobs"]
 
 
 class Quantization(str, Enum):
@@ -253,6 +253,29 @@ register(
 )
 
 
+class MoEKernel(str, Enum):
+    """Which kernels run the routed experts: the engine's default for the format on this GPU,
+    or Marlin's weight-only kernels (vLLM's VLLM_MXFP4_USE_MARLIN for MXFP4 experts)."""
+
+    auto = "auto"
+    marlin = "marlin"
+
+
+register(
+    Knob(
+        "moe_kernel",
+        MoEKernel,
+        MoEKernel.auto,
+        "MoE expert kernels: the engine's default, or Marlin's weight-only ones (vLLM MXFP4)",
+        "--moe-kernel",
+        "moe kernel",
+        # Searched only where a space lists marlin: on Hopper it trades prefill speed (Marlin's
+        # mma.sync reaches a quarter of the wgmma peak) for decode speed at small batches.
+        space_default=(MoEKernel.auto,),
+    )
+)
+
+
 class EngineKnobs:
     """The value of each declared knob in one engine variant (EngineConfig's fields)."""
 
@@ -270,6 +293,7 @@ class EngineKnobs:
     gpu_memory_utilization: float
     block_size: int
     engine: Engine
+    moe_kernel: MoEKernel
 
 
 class SpaceKnobs:
@@ -286,3 +310,4 @@ class SpaceKnobs:
     num_speculative_tokens: list[int] | IntRange
     enable_prefix_caching: list[bool]
     engine: list[Engine]
+    moe_kernel: list[MoEKernel]

@@ -38,9 +38,9 @@ from tuner.perf.memory import (
     replica_shape,
 )
 from tuner.perf.moe import MoECost, expected_experts_touched
-from tuner.perf.moe_kernels import moe_gemm_grid, moe_kernel_engine
+from tuner.perf.moe_kernels import expert_kernel_class, moe_gemm_grid, moe_kernel_engine
 from tuner.perf.precision import ACTIVATION_BYTES, dense_quantization
-from tuner.specs import EngineConfig, GPUProfile, ModelSpec, Quantization
+from tuner.specs import EngineConfig, GPUProfile, ModelSpec, MoEKernel, Quantization
 
 __all__ = ["StepCostModel", "expected_experts_touched", "layer_kernels", "step_cost_model"]
 
@@ -259,7 +259,11 @@ def _moe_cost(
     if not model.is_moe:
         return None
     tp, dp = replica_shape(config)
-    cls = rates.kernel_class
+    engine, cc = config.engine.value, gpu.compute_capability
+    marlin = config.moe_kernel == MoEKernel.marlin
+    cls = expert_kernel_class(
+        rates.kernel_class, config.quantization is Quantization.mxfp4, engine, cc, marlin
+    )
     gpus = tp * dp
     return MoECost(
         num_experts=model.num_experts,
@@ -275,9 +279,7 @@ def _moe_cost(
         token_bytes=model.hidden_size * ACTIVATION_BYTES,
         link_bytes_per_s=_link_bytes_per_s(gpu, tp * dp, eff),
         exchange_latency_s=eff.allreduce_latency_s,
-        grid=moe_gemm_grid(
-            moe_kernel_engine(config.engine.value, cls, gpu.compute_capability), cls, gpu.name
-        ),
+        grid=moe_gemm_grid(moe_kernel_engine(engine, cls, cc), cls, gpu.name),
         peak_flops_per_s=rates.peak_flops_per_s,
         peak_bytes_per_s=gpu.memory_bandwidth_gbps * GIGA,
         expert_cols=model.expert_intermediate_size / (1 if config.expert_parallel else gpus),

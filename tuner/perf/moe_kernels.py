@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-__all__ = ["GRID_FILE", "MoEGemmGrid", "kernel_class", "moe_gemm_grid", "moe_kernel_engine"]
+__all__ = [
+    "GRID_FILE",
+    "MoEGemmGrid",
+    "expert_kernel_class",
+    "kernel_class",
+    "moe_gemm_grid",
+    "moe_kernel_engine",
+    "weight_only_class",
+]
 
 GRID_FILE = "moe_gemm_efficiency.json"
 # Engines whose grid a class borrows when its own engine has none (too few measured rows).
@@ -67,6 +75,34 @@ def kernel_class(weight_only: bool, fp4_path: bool, low_precision: bool) -> str:
     return "8" if low_precision else "16"
 
 
+def weight_only_class(marlin: bool, compute_capability: float | None) -> str:
+    """The grid key of a weight-only kernel: Marlin's (`w`) or the format's own (`wx`), per GPU
+    architecture (`@sm<major>`), since Marlin's mma.sync instructions reach a different share
+    of each architecture's datasheet peak (scripts/distill_moe_kernels.py)."""
+    cls = "w" if marlin else "wx"
+    return cls if compute_capability is None else f"{cls}@sm{int(compute_capability)}"
+
+
+def expert_kernel_class(
+    cls: str, mxfp4: bool, engine: str, compute_capability: float | None, marlin: bool
+) -> str:
+    """The grid key of the routed experts' kernels: `cls` (tuner.perf.kernel_rates), with a
+    weight-only path resolved to the kernels the engine runs on this GPU.
+
+    Int4/int8 weight-only experts run Marlin's kernels (vLLM's and SGLang's MoE Marlin
+    methods). MXFP4 experts without FP4 math run vLLM's `get_mxfp4_backend` choice (vllm 0.18.0
+    model_executor/layers/quantization/mxfp4.py l.109-169): OpenAI's triton_kernels on sm90-
+    sm10x unless VLLM_MXFP4_USE_MARLIN (`marlin`), Marlin below sm90 and on sm12x; SGLang and
+    TensorRT-LLM run triton_kernels on Hopper (SGLang's triton_kernel runner, TensorRT-LLM's
+    TRITON MoE backend that its gpt-oss guide sets)."""
+    if cls != "w":
+        return cls
+    own_kernels = mxfp4 and not marlin
+    if own_kernels and engine == "vllm" and compute_capability is not None:
+        own_kernels = 9.0 <= compute_capability < 11.0
+    return weight_only_class(not own_kernels, compute_capability)
+
+
 @cache
 def _document() -> dict:
     text = resources.files("tuner").joinpath("data", GRID_FILE).read_text(encoding="utf-8")
@@ -91,8 +127,9 @@ def moe_kernel_engine(engine: str, cls: str, compute_capability: float | None) -
 
 @cache
 def moe_gemm_grid(engine: str, cls: str, gpu_name: str) -> MoEGemmGrid | None:
-    """The measured grid of `engine`'s `cls` kernels, or None on a GPU the tables do not cover
-    (its MoE GEMMs keep the roofline). A class one engine lacks borrows another engine's."""
+    """The measured grid of `engine`'s `cls` kernels (a weight-only class keyed per
+    architecture, `weight_only_class`), or None on a GPU the tables do not cover (its MoE GEMMs
+    keep the roofline). A class one engine lacks borrows another engine's."""
     doc = _document()
     if gpu_name not in doc["gpus"]:
         return None
