@@ -72,14 +72,35 @@ def test_prequantized_checkpoint_is_called_out() -> None:
     assert not vllm.export(EngineConfig(), "m").notes
 
 
-def test_marlin_experts_launch_with_vllms_environment_variable() -> None:
+def test_marlin_experts_launch_with_each_vllm_versions_own_spelling() -> None:
     cfg = EngineConfig(quantization=Quantization.mxfp4, moe_kernel="marlin")
-    out = vllm.export(cfg, "openai/gpt-oss-120b")
-    script = out.files[vllm.SCRIPT]
+    # 0.11-0.18 read the environment (get_mxfp4_backend): the script exports it first
+    old = vllm.export(cfg, "openai/gpt-oss-120b", version="0.11")
+    script = old.files[vllm.SCRIPT]
     assert "export VLLM_MXFP4_USE_MARLIN=1\n" in script
     assert script.index("export VLLM_MXFP4_USE_MARLIN") < script.index("exec vllm serve")
-    assert out.command.startswith("VLLM_MXFP4_USE_MARLIN=1 vllm serve")
-    assert "VLLM_MXFP4_USE_MARLIN=1 vllm serve" in out.files["vllm.yaml"]  # the usage line
-    assert any("Marlin" in n for n in out.notes)
+    assert old.command.startswith("VLLM_MXFP4_USE_MARLIN=1 vllm serve")
+    assert "VLLM_MXFP4_USE_MARLIN=1 vllm serve" in old.files["vllm.yaml"]  # the usage line
+    assert "--moe-backend" not in old.command
+    # 0.32 has KernelConfig.moe_backend
+    new = vllm.export(cfg, "openai/gpt-oss-120b", version="0.32")
+    assert "--moe-backend marlin" in new.command and "VLLM_MXFP4" not in new.command
+    assert yaml.safe_load(new.files["vllm.yaml"])["moe-backend"] == "marlin"
+    for out in (old, new):
+        assert any("Marlin" in n for n in out.notes)
     plain = vllm.export(cfg.model_copy(update={"moe_kernel": "auto"}), "openai/gpt-oss-120b")
-    assert "VLLM_MXFP4_USE_MARLIN" not in plain.files[vllm.SCRIPT] + plain.command
+    assert "marlin" not in plain.files[vllm.SCRIPT] + plain.command
+
+
+def test_mxfp4_experts_ask_vllm_for_the_mxfp8_activations_the_prediction_assumes() -> None:
+    from tuner.catalog import load_gpu
+
+    cfg = EngineConfig(quantization=Quantization.mxfp4)
+    old = vllm.export(cfg, "openai/gpt-oss-120b", version="0.11", gpu=load_gpu("b200"))
+    assert "export VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1\n" in old.files[vllm.SCRIPT]
+    assert any("MXFP8" in n for n in old.notes)
+    new = vllm.export(cfg, "openai/gpt-oss-120b", version="0.32", gpu=load_gpu("b200"))
+    assert "MXFP8" not in new.files[vllm.SCRIPT]
+    assert any("no option" in n for n in new.notes)  # said, not silently dropped
+    hopper = vllm.export(cfg, "openai/gpt-oss-120b", version="0.32", gpu=load_gpu("h200-sxm"))
+    assert not any("MXFP8" in n for n in hopper.notes)

@@ -72,3 +72,16 @@ def test_the_backends_command_parses_with_the_served_length_once(parser) -> None
     assert parsed.max_model_len == 1536 and parsed.port == 8000
     assert parsed.served_model_name == ["llama-3.1-8b"]
     assert parsed.enable_chunked_prefill is False
+
+
+def test_marlin_experts_parse_as_vllms_moe_backend(parser) -> None:  # type: ignore[no-untyped-def]
+    version = vllm.__version__.rsplit(".", 1)[0]
+    if version not in vllm_export.VERSIONS or version == "0.11":
+        pytest.skip(f"vLLM {version}: Marlin is the VLLM_MXFP4_USE_MARLIN environment there")
+    cfg = EngineConfig(quantization="mxfp4", moe_kernel="marlin")
+    parsed = parser.parse_args(vllm_export.serve_args(cfg, "org/model", version=version))
+    assert parsed.moe_backend == "marlin"
+    assert parser.parse_args(vllm_export.serve_args(EngineConfig(), "org/model")).moe_backend in (
+        "auto",
+        None,
+    )

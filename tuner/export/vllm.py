@@ -280,7 +280,7 @@ def checkpoint_notes(
             "id as --model (vLLM reads the scheme from the checkpoint's quantization_config)."
         )
     notes += _QUANT_CAVEATS.get(config.quantization, [])
-    notes += env_notes(config)
+    notes += env_notes(config, version, gpu)
     notes += _layout_notes(config)
     amd = amd_fp8_note("vLLM", gpu) if fp8_anywhere(config) else None
     notes += [amd] if amd else []
@@ -346,7 +346,7 @@ def export(
     model = at.model
     args = serve_args_for(config, model, at.max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
-    env = engine_env(config)
+    env = engine_env(config, version)
     command = shell_join([*env, "vllm", "serve", model, *config_args])
     # The model id is shell-quoted in the usage line, as in the script: the line is copied into a
     # shell, and a YAML comment ends at a line break (the id has none: ExportTarget checks it).
