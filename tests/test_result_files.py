@@ -41,7 +41,8 @@ def _with_later_knobs(value: object, key: str = "") -> object:
     """`value` with what loading gives the knobs registered after version 0 was written: each
     variant's `engine` at its default (vLLM, the one engine an older tuner modelled), a search
     space's default choices (vLLM: a space that names no engine keeps it), a plan request's
-    engine (vLLM), and a GPU profile's `compute_capability` (not recorded)."""
+    engine (vLLM), each variant's `moe_kernel` and a space's choices of it (the engine's
+    default kernels), and a GPU profile's `compute_capability` (not recorded)."""
     if isinstance(value, list):
         return [_with_later_knobs(v, key) for v in value]
     if not isinstance(value, dict):
@@ -54,6 +55,8 @@ def _with_later_knobs(value: object, key: str = "") -> object:
     }
     if key in later:
         out.setdefault("engine", later[key])
+    if key in ("config", "space"):
+        out.setdefault("moe_kernel", "auto" if key == "config" else ["auto"])
     if key in ("gpu", "gpus") and "architecture" in out:
         out.setdefault("compute_capability", None)
     return out
