@@ -82,6 +82,8 @@ def test_marlin_experts_prefill_slower_than_triton_kernels_on_hopper() -> None:
     assert triton is not None and marlin is not None
     # a 8k-token prefill: the measured tables put Marlin near 190 TFLOPS, triton_kernels at 560
     assert marlin.time_s(8192) > 2.0 * triton.time_s(8192)
+    assert "(Marlin) experts" in step_cost_model(model, gpu, marlin_cfg).kernel_path
+    assert "Marlin" not in step_cost_model(model, gpu, cfg).kernel_path
 
 
 @pytest.mark.parametrize("gpu", ["rtx-4090", "mi300x"])

@@ -260,10 +260,7 @@ def _moe_cost(
         return None
     tp, dp = replica_shape(config)
     engine, cc = config.engine.value, gpu.compute_capability
-    marlin = config.moe_kernel == MoEKernel.marlin
-    cls = expert_kernel_class(
-        rates.kernel_class, config.quantization is Quantization.mxfp4, engine, cc, marlin
-    )
+    cls = _expert_class(config, gpu, rates)
     gpus = tp * dp
     return MoECost(
         num_experts=model.num_experts,
@@ -283,6 +280,15 @@ def _moe_cost(
         peak_flops_per_s=rates.peak_flops_per_s,
         peak_bytes_per_s=gpu.memory_bandwidth_gbps * GIGA,
         expert_cols=model.expert_intermediate_size / (1 if config.expert_parallel else gpus),
+    )
+
+
+def _expert_class(config: EngineConfig, gpu: GPUProfile, rates: KernelRates) -> str:
+    """The measured grid's class of the routed experts' kernels (tuner.perf.moe_kernels)."""
+    marlin = config.moe_kernel == MoEKernel.marlin
+    mxfp4 = config.quantization is Quantization.mxfp4
+    return expert_kernel_class(
+        rates.kernel_class, mxfp4, config.engine.value, gpu.compute_capability, marlin
     )
 
 
@@ -354,5 +360,7 @@ def step_cost_model(
         # log2(tp) (the alpha log p term of the alpha-beta model): 1x at TP2, 3x at TP8.
         allreduce_latency_s=eff.allreduce_latency_s * math.log2(tp) if tp > 1 else 0.0,
         allreduce_bytes_per_s=bus_rate,
-        kernel_path=kernel_path(prec, moe_rates.precision, model.is_moe),
+        kernel_path=kernel_path(
+            prec, moe_rates.precision, model.is_moe, _expert_class(config, gpu, moe_rates)
+        ),
     )

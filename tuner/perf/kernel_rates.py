@@ -58,8 +58,12 @@ def kernel_rates(
     )
 
 
-def kernel_path(dense: Precision, experts: Precision, moe: bool) -> str:
-    """The kernel path's label: one format, or the experts' and the dense layers' apart."""
-    if moe and dense.label != experts.label:
-        return f"{experts.label} experts, {dense.label} dense"
+def kernel_path(dense: Precision, experts: Precision, moe: bool, expert_class: str = "") -> str:
+    """The kernel path's label: one format, or the experts' and the dense layers' apart (MXFP4
+    experts on Marlin's weight-only kernels, `expert_class` w@sm<major>, say so)."""
+    label = experts.label
+    if expert_class.startswith("w@") and label.startswith("mxfp4"):
+        label = label.split(" (")[0] + " (Marlin)"
+    if moe and dense.label != label:
+        return f"{label} experts, {dense.label} dense"
     return dense.label
