@@ -104,3 +104,13 @@ def test_mxfp4_experts_ask_vllm_for_the_mxfp8_activations_the_prediction_assumes
     assert any("no option" in n for n in new.notes)  # said, not silently dropped
     hopper = vllm.export(cfg, "openai/gpt-oss-120b", version="0.32", gpu=load_gpu("h200-sxm"))
     assert not any("MXFP8" in n for n in hopper.notes)
+
+
+def test_other_engines_name_the_engine_whose_knob_marlin_is() -> None:
+    from tuner.export.tables import unspelled_reason
+
+    cfg = EngineConfig(quantization=Quantization.mxfp4, moe_kernel="marlin")
+    assert unspelled_reason("vllm", cfg) is None
+    for engine in ("sglang", "trtllm"):
+        reason = unspelled_reason(engine, cfg) or ""
+        assert reason.endswith("moe_kernel=marlin (only vllm has one)"), reason

@@ -209,6 +209,13 @@ def unspelled_reason(engine: str, config: EngineConfig) -> str | None:
     knob = unhandled(config, spelled)
     if knob is None:
         return None
+    # A knob another table spells is that engine's own (moe_kernel: vLLM's --moe-backend); one no
+    # table spells is a knob newer than the exporters.
+    name = knob.split("=")[0]
+    owners = sorted({t for t, versions in ROWS.items() for rows in versions.values()
+                     for r in rows if r.knob == name})  # fmt: skip
+    if owners:
+        return f"{engine} export has no option for {knob} (only {', '.join(owners)} has one)"
     return f"{engine} export has no option for {knob} (add its row in tuner/export/tables.py)"
 
 
