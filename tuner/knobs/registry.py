@@ -183,9 +183,11 @@ def short_config(c: Any) -> str:
     layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
         " ep" if c.expert_parallel else ""
     )
+    kernel = str(getattr(getattr(c, "moe_kernel", None), "value", "auto"))
+    experts = "" if kernel == "auto" else f" {kernel}"
     return (
         f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
-        f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}"
+        f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}{experts}"
     )
 
 
