@@ -183,7 +183,8 @@ def short_config(c: Any) -> str:
     layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
         " ep" if c.expert_parallel else ""
     )
-    kernel = str(getattr(getattr(c, "moe_kernel", None), "value", "auto"))
+    kernel = getattr(c, "moe_kernel", "auto")
+    kernel = str(getattr(kernel, "value", kernel))  # an enum member, or its value
     experts = "" if kernel == "auto" else f" {kernel}"
     return (
         f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
