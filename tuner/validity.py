@@ -103,14 +103,15 @@ def _marlin_experts(c: EngineConfig, ctx: Context) -> str | None:
         return None
     gpu = ctx.gpu
     if c.engine != Engine.vllm:
-        engine = c.engine.value
+        engine = Engine(c.engine).value
         return f"moe-kernel marlin is vLLM's (VLLM_MXFP4_USE_MARLIN); {engine} picks its own"
     if not ctx.model.is_moe:
         return f"moe-kernel marlin picks MoE expert kernels; {ctx.model.name} is dense"
-    if c.quantization is not Quantization.mxfp4 or gpu.vendor != "nvidia" or gpu.supports_fp4:
+    quant = Quantization(c.quantization)
+    if quant is not Quantization.mxfp4 or gpu.vendor != "nvidia" or gpu.supports_fp4:
         return (
             "moe-kernel marlin runs mxfp4 experts weight-only: it needs --quant mxfp4 on an "
-            f"NVIDIA GPU without FP4 math (H100, H200, A100, L40S); got {c.quantization.value} "
+            f"NVIDIA GPU without FP4 math (H100, H200, A100, L40S); got {quant.value} "
             f"on {gpu.name}"
         )
     return None
