@@ -347,12 +347,12 @@ def export(
     args = serve_args_for(config, model, at.max_model_len, version=version)
     config_args = args[2:]  # the model goes positionally on `vllm serve MODEL --config FILE`
     env = engine_env(config, version)
-    command = shell_join([*env, "vllm", "serve", model, *config_args])
+    serve = shell_join(["vllm", "serve", model, *config_args])
+    command = " ".join([*env, serve])
     # The model id is shell-quoted in the usage line, as in the script: the line is copied into a
     # shell, and a YAML comment ends at a line break (the id has none: ExportTarget checks it).
     usage = " ".join([*env, shlex.join(["vllm", "serve", model, "--config", "vllm.yaml"])])
-    script = "#!/bin/sh\n" + "".join(f"export {v}\n" for v in env)
-    script += "exec " + shell_join(["vllm", "serve", model, *config_args]) + "\n"
+    script = "#!/bin/sh\n" + "".join(f"export {v}\n" for v in env) + f"exec {serve}\n"
     config_yaml = (
         comment(f"vLLM {version} ({_options(version).source})")
         + comment(f"usage: {usage}")

@@ -183,9 +183,9 @@ def short_config(c: Any) -> str:
     layout = (f" dp{c.data_parallel_size}" if c.data_parallel_size > 1 else "") + (
         " ep" if c.expert_parallel else ""
     )
-    kernel = getattr(c, "moe_kernel", "auto")
-    kernel = str(getattr(kernel, "value", kernel))  # an enum member, or its value
-    experts = "" if kernel == "auto" else f" {kernel}"
+    moe = _REGISTRY.get("moe_kernel")
+    kernel = moe.plain(getattr(c, "moe_kernel", moe.default)) if moe else None
+    experts = f" {kernel}" if moe and kernel != moe.plain(moe.default) else ""
     return (
         f"{footprint_text(c)} tp{c.tensor_parallel_size}{layout} "
         f"s{c.max_num_seqs} b{c.max_num_batched_tokens}{spec}{prefix}{experts}"

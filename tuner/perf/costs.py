@@ -253,14 +253,19 @@ def _attention_flops(model: ModelSpec, tp: int) -> tuple[float, float]:
 
 
 def _moe_cost(
-    model: ModelSpec, gpu: GPUProfile, config: EngineConfig, eff: Efficiency, rates: KernelRates
+    model: ModelSpec,
+    gpu: GPUProfile,
+    config: EngineConfig,
+    eff: Efficiency,
+    rates: KernelRates,
+    cls: str,
 ) -> MoECost | None:
-    """Routed-expert coefficients of `config`'s replica, or None for a dense model."""
+    """Routed-expert coefficients of `config`'s replica (`cls`: the experts' kernel class), or
+    None for a dense model."""
     if not model.is_moe:
         return None
     tp, dp = replica_shape(config)
     engine, cc = config.engine.value, gpu.compute_capability
-    cls = _expert_class(config, gpu, rates)
     gpus = tp * dp
     return MoECost(
         num_experts=model.num_experts,
@@ -283,10 +288,13 @@ def _moe_cost(
     )
 
 
-def _expert_class(config: EngineConfig, gpu: GPUProfile, rates: KernelRates) -> str:
-    """The measured grid's class of the routed experts' kernels (tuner.perf.moe_kernels)."""
+def _expert_class(
+    config: EngineConfig, gpu: GPUProfile, quant: Quantization, rates: KernelRates
+) -> str:
+    """The measured grid's class of the routed experts' kernels, stored in `quant`
+    (tuner.perf.moe_kernels)."""
     marlin = config.moe_kernel == MoEKernel.marlin
-    mxfp4 = config.quantization is Quantization.mxfp4
+    mxfp4 = quant is Quantization.mxfp4
     return expert_kernel_class(
         rates.kernel_class, mxfp4, config.engine.value, gpu.compute_capability, marlin
     )
@@ -321,6 +329,7 @@ def step_cost_model(
     # MXFP4 on NVIDIA GPUs quantizes the routed experts only (tuner.perf.precision).
     dense = kernel_rates(dense_quantization(quant, gpu), gpu, eff, d)
     moe_rates = kernel_rates(quant, gpu, eff, d)
+    expert_cls = _expert_class(config, gpu, quant, moe_rates)
     prec, gemm_rate, weight_rate = dense.precision, dense.gemm_rate, dense.weight_rate
     bus_rate = _link_bytes_per_s(gpu, tp, eff) * tp / (2.0 * (tp - 1)) if tp > 1 else 1.0
     # After attention in every layer, after every dense MLP, and after every MoE layer of a
@@ -341,7 +350,7 @@ def step_cost_model(
         seq_overhead_s=eff.seq_step_overhead_s,
         dense_params=dense_params_per_gpu(model, tp),
         dense_io_per_token=_dense_io_per_token(model, tp),
-        moe=_moe_cost(model, gpu, config, eff, moe_rates),
+        moe=_moe_cost(model, gpu, config, eff, moe_rates, expert_cls),
         dp=dp,
         lm_head_params=model.vocab_size * d / tp,
         bytes_per_param=prec.bytes_per_param,
@@ -360,7 +369,5 @@ def step_cost_model(
         # log2(tp) (the alpha log p term of the alpha-beta model): 1x at TP2, 3x at TP8.
         allreduce_latency_s=eff.allreduce_latency_s * math.log2(tp) if tp > 1 else 0.0,
         allreduce_bytes_per_s=bus_rate,
-        kernel_path=kernel_path(
-            prec, moe_rates.precision, model.is_moe, _expert_class(config, gpu, moe_rates)
-        ),
+        kernel_path=kernel_path(prec, moe_rates.precision, model.is_moe, expert_cls),
     )

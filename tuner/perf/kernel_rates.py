@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.perf.efficiency import Efficiency
-from tuner.perf.moe_kernels import kernel_class
+from tuner.perf.moe_kernels import kernel_class, runs_marlin
 from tuner.perf.precision import FP4_FORMATS, Precision, precision_for
 from tuner.specs import GPUProfile, Quantization
 
@@ -60,9 +60,9 @@ def kernel_rates(
 
 def kernel_path(dense: Precision, experts: Precision, moe: bool, expert_class: str = "") -> str:
     """The kernel path's label: one format, or the experts' and the dense layers' apart (MXFP4
-    experts on Marlin's weight-only kernels, `expert_class` w@sm<major>, say so)."""
+    experts on Marlin's weight-only kernels say so)."""
     label = experts.label
-    if expert_class.startswith("w@") and label.startswith("mxfp4"):
+    if runs_marlin(expert_class) and label.startswith("mxfp4"):
         label = label.split(" (")[0] + " (Marlin)"
     if moe and dense.label != label:
         return f"{label} experts, {dense.label} dense"

@@ -26,6 +26,7 @@ __all__ = [
     "kernel_class",
     "moe_gemm_grid",
     "moe_kernel_engine",
+    "runs_marlin",
     "weight_only_class",
 ]
 
@@ -75,12 +76,20 @@ def kernel_class(weight_only: bool, fp4_path: bool, low_precision: bool) -> str:
     return "8" if low_precision else "16"
 
 
+_MARLIN = "w"
+
+
 def weight_only_class(marlin: bool, compute_capability: float | None) -> str:
     """The grid key of a weight-only kernel: Marlin's (`w`) or the format's own (`wx`), per GPU
     architecture (`@sm<major>`), since Marlin's mma.sync instructions reach a different share
     of each architecture's datasheet peak (scripts/distill_moe_kernels.py)."""
-    cls = "w" if marlin else "wx"
+    cls = _MARLIN if marlin else "wx"
     return cls if compute_capability is None else f"{cls}@sm{int(compute_capability)}"
+
+
+def runs_marlin(cls: str) -> bool:
+    """Whether a grid class (`weight_only_class`) is Marlin's kernels."""
+    return cls.partition("@")[0] == _MARLIN
 
 
 def expert_kernel_class(
